@@ -1,0 +1,32 @@
+# The two commands a fresh machine needs are `make test` and (once it exists) `make demo`.
+# Both create the virtualenv and install what they need.
+PYTHON ?= python3.11
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: test lint typecheck unit bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check streamjoin tests benchmarks examples
+	$(BIN)/mypy streamjoin/assignment streamjoin/errors.py
+
+test: lint
+	$(BIN)/pytest
+
+unit: $(STAMP)
+	$(BIN)/pytest tests/unit
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/assignor.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,3 @@
+from streamjoin.cli import main
+
+main()

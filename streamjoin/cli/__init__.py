@@ -1,0 +1,23 @@
+"""The ``streamjoin`` command line.
+
+Each sub-command lives in its own module and is registered here; modules that
+need faust import it inside the command so ``streamjoin assign`` stays fast.
+"""
+
+from __future__ import annotations
+
+import click
+
+from streamjoin import __version__
+from streamjoin.cli.assign import assign_command
+
+__all__ = ["main"]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="streamjoin")
+def main() -> None:
+    """streamjoin: stateful stream-stream joins on Kafka, Faust-style."""
+
+
+main.add_command(assign_command)
