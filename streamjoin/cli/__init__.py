@@ -10,6 +10,7 @@ import click
 
 from streamjoin import __version__
 from streamjoin.cli.assign import assign_command
+from streamjoin.cli.broker import broker_command
 
 __all__ = ["main"]
 
@@ -21,3 +22,4 @@ def main() -> None:
 
 
 main.add_command(assign_command)
+main.add_command(broker_command)

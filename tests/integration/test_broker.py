@@ -1,0 +1,58 @@
+"""The embedded broker starts on a free port, speaks Kafka, and stops by process group."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from streamjoin.runtime.broker import EmbeddedBroker, wait_for_port
+
+pytestmark = pytest.mark.broker
+
+CLI = "from streamjoin.cli import main; main()"
+
+
+def test_broker_answers_metadata(broker: EmbeddedBroker) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    async def topics() -> list[str]:
+        admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        await admin.start()
+        try:
+            return list(await admin.list_topics())
+        finally:
+            await admin.close()
+
+    import asyncio
+
+    assert isinstance(asyncio.run(asyncio.wait_for(topics(), 20)), list)
+
+
+def test_broker_command_prints_address_and_stops_on_interrupt() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CLI, "broker", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().decode().strip()
+        host, _, port = line.partition(":")
+        assert host == "127.0.0.1"
+        assert wait_for_port(host, int(port), 10)
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=15) == 0
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and wait_for_port(host, int(port), 0.1):
+            time.sleep(0.1)
+        assert not wait_for_port(host, int(port), 0.1)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
