@@ -1,0 +1,462 @@
+"""streamjoin's assignor side by side with faust-streaming 0.15.3's, on the same scenarios.
+
+``make bench`` runs this file.  For every scenario (see ``benchmarks/scenarios.py``) and
+for each assignor it measures, in a fresh subprocess per measurement:
+
+* the fresh assignment (nobody reports a previous assignment), then
+* the rebalance from that assignor's OWN fresh result after the scenario's change (a
+  member joins or leaves),
+
+and judges both results with ``benchmarks/metrics.py`` (same code for both assignors).
+
+Time is wall-clock ``time.perf_counter`` around the assignor call only: building the
+document (and, for faust, encoding each member's metadata the way a worker does before
+the leader runs) happens before the clock starts.  streamjoin's figure is
+``streamjoin.assignment.assign_document(doc)``; faust's is
+``PartitionAssignor._perform_assignment`` up to its hand-off to the wire encoding (see
+``benchmarks/faust_peer.py``; ``--faust-encode`` also times that encoding).
+
+Peak memory is the growth of the measuring process's peak resident set size during the
+call: the kernel's high-water mark (``VmHWM``) is reset through ``/proc/self/clear_refs``
+right before the call and read right after it, minus the resident size at the start.
+It is RSS-based (whole process, includes interpreter allocator slack), not tracemalloc.
+
+Each measurement has a time budget (``--peer-timeout``, default 120 s); a measurement
+that exceeds it is killed and shown as ``> 120 s (timed out)``.  Subprocesses run with
+``PYTHONHASHSEED=0`` so faust's set-order-dependent choices repeat from run to run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if __package__ in (None, ""):
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks import faust_peer, metrics, scenarios  # noqa: E402
+
+ASSIGNORS = ("streamjoin", "faust")
+LABELS = {"streamjoin": "streamjoin", "faust": f"faust {faust_peer.FAUST_VERSION}"}
+MEMORY_METHOD = (
+    "peak RSS growth during the call (VmHWM reset via /proc/self/clear_refs; "
+    "ru_maxrss when that is unavailable)"
+)
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- measuring (child side)
+
+
+def _status_kib(field: str) -> int | None:
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def _reset_peak() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as clear:
+            clear.write("5")
+    except OSError:
+        return False
+    return True
+
+
+def _run_child(spec_path: str) -> int:
+    """Measure one (assignor, scenario, phase) and write the figures to ``spec['out']``."""
+    with open(spec_path, encoding="utf-8") as handle:
+        spec = json.load(handle)
+    scenario = scenarios.SCENARIOS[spec["scenario"]]
+    document = scenario.fresh_document()
+    if spec["phase"] == "rebalance":
+        with open(spec["previous"], encoding="utf-8") as handle:
+            previous = json.load(handle)["output"]
+        document = scenario.rebalance_document(document, previous)
+        del previous
+    result: dict[str, Any] = {}
+    try:
+        if spec["assignor"] == "faust":
+            prepared = faust_peer.prepare(document, encode=bool(spec.get("encode")))
+            call = lambda: faust_peer.run(prepared)  # noqa: E731
+        else:
+            from streamjoin import assignment
+
+            assign_document = getattr(assignment, "assign_document", None)
+            if assign_document is None:
+                raise RuntimeError("streamjoin.assignment.assign_document does not exist yet")
+            holder: dict[str, Any] = {}
+
+            def call() -> float:
+                started = time.perf_counter()
+                holder["output"] = assign_document(document)
+                return time.perf_counter() - started
+
+        gc.collect()
+        reset = _reset_peak()
+        rss_before = _status_kib("VmRSS") or 0
+        seconds = call()
+        if reset:
+            peak_kib = (_status_kib("VmHWM") or 0) - rss_before
+        else:
+            import resource
+
+            peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before
+        output = faust_peer.to_output(prepared) if spec["assignor"] == "faust" else (
+            holder["output"]
+        )
+        result = {
+            "status": "ok",
+            "seconds": seconds,
+            "peak_bytes": max(0, peak_kib) * 1024,
+            "output": output,
+        }
+    except Exception as exc:
+        result = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
+    with open(spec["out"], "w", encoding="utf-8") as handle:
+        json.dump(result, handle, separators=(",", ":"))
+    return 0
+
+
+# ---------------------------------------------------------------- orchestrating (parent)
+
+
+def _measure(
+    workdir: Path, assignor: str, scenario: scenarios.Scenario, phase: str,
+    previous: Path | None, budget: float, encode: bool,
+) -> dict[str, Any]:
+    tag = f"{scenario.name}.{assignor}.{phase}"
+    out = workdir / f"{tag}.out.json"
+    spec = workdir / f"{tag}.spec.json"
+    spec.write_text(
+        json.dumps(
+            {
+                "assignor": assignor,
+                "scenario": scenario.name,
+                "phase": phase,
+                "previous": str(previous) if previous else None,
+                "out": str(out),
+                "encode": encode,
+            }
+        ),
+        encoding="utf-8",
+    )
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    command = [sys.executable, str(Path(__file__).resolve()), "--child", str(spec)]
+    _log(f"  {LABELS[assignor]:<14} {phase:<9} … (budget {budget:g} s)")
+    started = time.perf_counter()
+    child = subprocess.Popen(command, env=env, start_new_session=True)
+    try:
+        code = child.wait(timeout=budget + _setup_allowance(scenario))
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+        _log(f"  {LABELS[assignor]:<14} {phase:<9} timed out")
+        return {"status": "timeout", "budget": budget}
+    if code != 0 or not out.exists():
+        return {"status": "error", "error": f"measuring process exited with {code}"}
+    result: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    if result.get("status") == "ok" and result["seconds"] > budget:
+        return {"status": "timeout", "budget": budget}
+    elapsed = time.perf_counter() - started
+    if result.get("status") == "ok":
+        _log(f"  {LABELS[assignor]:<14} {phase:<9} {result['seconds']:.3f} s "
+             f"(process {elapsed:.1f} s)")
+    else:
+        _log(f"  {LABELS[assignor]:<14} {phase:<9} {result.get('error')}")
+    result["output_path"] = str(out)
+    return result
+
+
+def _setup_allowance(scenario: scenarios.Scenario) -> float:
+    # The subprocess also builds the document and writes the output; the budget applies
+    # to the assignor call (checked on the reported time), this is slack for the rest.
+    return 15.0 if scenario.quick else 120.0
+
+
+def run_scenario(
+    scenario: scenarios.Scenario, workdir: Path, budget: float, encode: bool
+) -> dict[str, Any]:
+    """Both assignors, fresh and rebalance, with metrics; raw figures as a dict."""
+    _log(f"[{scenario.name}] {scenario.title}")
+    fresh_document = scenario.fresh_document()
+    figures: dict[str, Any] = {"title": scenario.title, "change": scenario.change}
+    for assignor in ASSIGNORS:
+        fresh = _measure(workdir, assignor, scenario, "fresh", None, budget, encode)
+        entry: dict[str, Any] = {"fresh": _public(fresh)}
+        if fresh.get("status") == "ok":
+            _log(f"  {LABELS[assignor]:<14} judging fresh result")
+            entry["fresh"]["metrics"] = metrics.evaluate(fresh_document, fresh["output"])
+            rebalance = _measure(
+                workdir, assignor, scenario, "rebalance", Path(fresh["output_path"]), budget,
+                encode,
+            )
+            entry["rebalance"] = _public(rebalance)
+            if rebalance.get("status") == "ok":
+                _log(f"  {LABELS[assignor]:<14} judging rebalance result")
+                document = scenario.rebalance_document(fresh_document, fresh["output"])
+                change, member = scenarios.changed_member(fresh_document, document)
+                entry["rebalance"]["metrics"] = metrics.evaluate(
+                    document, rebalance["output"], fresh["output"],
+                    joiner=member if change == "join" else None,
+                )
+                entry["rebalance"]["change"] = {"kind": change, "member": member}
+                del document
+            del rebalance
+        else:
+            entry["rebalance"] = {"status": "not run", "reason": "fresh did not complete"}
+        del fresh
+        figures[assignor] = entry
+        gc.collect()
+    return figures
+
+
+def _public(result: Mapping[str, Any]) -> dict[str, Any]:
+    keep = ("status", "seconds", "peak_bytes", "error", "budget")
+    public = {k: result[k] for k in keep if k in result}
+    stats = result.get("output", {}).get("stats") if result.get("status") == "ok" else None
+    if stats:
+        public["stats"] = stats
+    return public
+
+
+# ---------------------------------------------------------------- printing
+
+
+def _time(entry: Mapping[str, Any]) -> str:
+    status = entry.get("status")
+    if status == "ok":
+        return f"{entry['seconds']:.3f} s"
+    if status == "timeout":
+        return f"> {entry['budget']:g} s (timed out)"
+    if status == "not run":
+        return "not run"
+    return "error"
+
+
+def _memory(entry: Mapping[str, Any]) -> str:
+    if entry.get("status") != "ok":
+        return "–"
+    if entry["peak_bytes"] < 2**20:
+        return f"{entry['peak_bytes'] / 2**10:.0f} KiB"
+    return f"{entry['peak_bytes'] / 2**20:.1f} MiB"
+
+
+def _ratio(mine: Mapping[str, Any], peer: Mapping[str, Any]) -> str:
+    if mine.get("status") != "ok":
+        return "–"
+    fast = max(mine["seconds"], 1e-6)
+    if peer.get("status") == "ok":
+        return f"{peer['seconds'] / fast:.1f}×"
+    if peer.get("status") == "timeout":
+        return f"> {peer['budget'] / fast:.0f}×"
+    return "–"
+
+
+def _metric(entry: Mapping[str, Any], render: Any) -> str:
+    found = entry.get("metrics")
+    if not found:
+        return "–"
+    return str(render(found))
+
+
+def _spread(m: Mapping[str, Any]) -> str:
+    return f"{_num(m['spread_total'])} / {_num(m['spread_group_max'])}" + (
+        f"  ({m['active_min']}..{m['active_max']})"
+    )
+
+
+def _standby_spread(m: Mapping[str, Any]) -> str:
+    if m["standby_spread_total"] is None:
+        return "n/a"
+    return f"{_num(m['standby_spread_total'])} / {_num(m['standby_spread_group_max'])}"
+
+
+def _num(value: float) -> str:
+    return f"{value:g}"
+
+
+def _moves(m: Mapping[str, Any]) -> str:
+    exact = "" if m["min_moves_exact"] else " (bound)"
+    forced = f", {m['forced_moves']} forced" if m["forced_moves"] else ""
+    return f"{m['moved']} / {m['min_moves']}{exact}{forced}"
+
+
+def _joiner(m: Mapping[str, Any]) -> str:
+    if "joiner_tasks" not in m:
+        return "n/a"
+    low, high = m["joiner_fair"]
+    fair = f"{low}" if low == high else f"{low}–{high}"
+    return f"{m['joiner_tasks']} (fair {fair})"
+
+
+def _warm(m: Mapping[str, Any]) -> str:
+    if not m["warm_possible"] and not m["warm"] and not m["cold"]:
+        return "n/a"
+    return (
+        f"{m['warm']} / {m['warm_possible']}; cold {m['cold']}"
+        f" ({m['cold_with_standby']} despite a standby)"
+    )
+
+
+def _violations(m: Mapping[str, Any]) -> str:
+    found = m["violations"]
+    if not found:
+        return "none"
+    return ", ".join(f"{k} {v}" for k, v in found.items())
+
+
+def render_scenario(name: str, figures: Mapping[str, Any]) -> str:
+    """The side-by-side block for one scenario."""
+    mine, peer = figures["streamjoin"], figures["faust"]
+    rows: list[tuple[str, str, str, str]] = [
+        ("fresh time", _time(mine["fresh"]), _time(peer["fresh"]),
+         _ratio(mine["fresh"], peer["fresh"])),
+        ("rebalance time", _time(mine["rebalance"]), _time(peer["rebalance"]),
+         _ratio(mine["rebalance"], peer["rebalance"])),
+        ("peak memory fresh", _memory(mine["fresh"]), _memory(peer["fresh"]), ""),
+        ("peak memory rebalance", _memory(mine["rebalance"]), _memory(peer["rebalance"]), ""),
+    ]
+    for phase in ("fresh", "rebalance"):
+        a, b = mine[phase], peer[phase]
+        rows += [
+            (f"{phase}: spread total / group (min..max)", _metric(a, _spread),
+             _metric(b, _spread), ""),
+            (f"{phase}: standby spread total / group", _metric(a, _standby_spread),
+             _metric(b, _standby_spread), ""),
+            (f"{phase}: violations", _metric(a, _violations), _metric(b, _violations), ""),
+        ]
+    rows += [
+        ("moves / minimum", _metric(mine["rebalance"], _moves),
+         _metric(peer["rebalance"], _moves), ""),
+        ("joining member's tasks", _metric(mine["rebalance"], _joiner),
+         _metric(peer["rebalance"], _joiner), ""),
+        ("warm / warm possible; cold", _metric(mine["rebalance"], _warm),
+         _metric(peer["rebalance"], _warm), ""),
+    ]
+    encode = peer["fresh"].get("stats", {}).get("encode_s")
+    if encode is not None:
+        rows.append(("faust wire encoding (fresh)", "", f"{encode:.3f} s", ""))
+    header = ("", LABELS["streamjoin"], LABELS["faust"], "faust/streamjoin")
+    widths = [max(len(r[i]) for r in [*rows, header]) for i in range(4)]
+    lines = [f"== {name}: {figures['title']}"]
+    for row in [header, *rows]:
+        lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths,
+                                                                        strict=True)).rstrip())
+    for assignor in ASSIGNORS:
+        for phase in ("fresh", "rebalance"):
+            error = figures[assignor][phase].get("error")
+            if error:
+                lines.append(f"  ! {LABELS[assignor]} {phase}: {error}")
+    return "\n".join(lines)
+
+
+def render_summary(results: Mapping[str, Any]) -> str:
+    """One line per scenario: times, ratios, spreads and moves."""
+    header = ("scenario", "sj fresh", "faust fresh", "ratio", "sj rebal", "faust rebal",
+              "ratio", "sj spread", "faust spread", "sj moves/min", "faust moves/min")
+    rows = [header]
+    for name, figures in results.items():
+        mine, peer = figures["streamjoin"], figures["faust"]
+        rows.append((
+            name,
+            _time(mine["fresh"]), _time(peer["fresh"]), _ratio(mine["fresh"], peer["fresh"]),
+            _time(mine["rebalance"]), _time(peer["rebalance"]),
+            _ratio(mine["rebalance"], peer["rebalance"]),
+            _metric(mine["rebalance"], lambda m: f"{_num(m['spread_total'])}/"
+                    f"{_num(m['spread_group_max'])}"),
+            _metric(peer["rebalance"], lambda m: f"{_num(m['spread_total'])}/"
+                    f"{_num(m['spread_group_max'])}"),
+            _metric(mine["rebalance"], lambda m: f"{m['moved']}/{m['min_moves']}"),
+            _metric(peer["rebalance"], lambda m: f"{m['moved']}/{m['min_moves']}"),
+        ))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    )
+
+
+# ---------------------------------------------------------------- command line
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Command-line options."""
+    parser = argparse.ArgumentParser(
+        description="Compare streamjoin's assignor with faust-streaming's built-in one.",
+        epilog="Scenarios: " + ", ".join(scenarios.SCENARIOS),
+    )
+    parser.add_argument("--scenario", action="append", choices=sorted(scenarios.SCENARIOS),
+                        help="run only this scenario (repeatable)")
+    parser.add_argument("--quick", action="store_true",
+                        help="small scenarios only (CI smoke run)")
+    parser.add_argument("--json", metavar="FILE", help="write the raw figures to FILE")
+    parser.add_argument("--peer-timeout", type=float, default=120.0, metavar="SECONDS",
+                        help="time budget of each measurement (default 120)")
+    parser.add_argument("--faust-encode", action="store_true",
+                        help="also run and time faust's wire encoding of the assignment")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``make bench``."""
+    args = parse_args(argv)
+    if args.child:
+        return _run_child(args.child)
+    if args.scenario:
+        selected = [scenarios.SCENARIOS[name] for name in args.scenario]
+    else:
+        selected = [s for s in scenarios.SCENARIOS.values() if s.quick or not args.quick]
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="streamjoin-bench-") as tmp:
+        for scenario in selected:
+            results[scenario.name] = run_scenario(
+                scenario, Path(tmp), args.peer_timeout, args.faust_encode
+            )
+    print(f"Assignor benchmark — python {platform.python_version()}, "
+          f"{os.cpu_count()} CPUs, budget {args.peer_timeout:g} s per measurement")
+    print(f"time: assignor call only; memory: {MEMORY_METHOD}")
+    print("spread = max−min active tasks per member (total / worst group); "
+          "moves / minimum over any balanced assignment; warm = moved tasks placed on a "
+          "previous standby holder / moved tasks that had one\n")
+    for name, figures in results.items():
+        print(render_scenario(name, figures))
+        print()
+    print("Summary (rebalance spread and moves)")
+    print(render_summary(results))
+    if args.json:
+        payload = {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "faust": faust_peer.FAUST_VERSION,
+            "budget_s": args.peer_timeout,
+            "memory_method": MEMORY_METHOD,
+            "scenarios": results,
+        }
+        Path(args.json).write_text(json.dumps(payload, indent=2), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

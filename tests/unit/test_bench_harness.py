@@ -1,0 +1,154 @@
+"""The assignor benchmark's harness: faust peer adapter and metrics on known inputs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks import faust_peer, metrics, scenarios  # noqa: E402
+
+
+def tiny_document() -> dict[str, Any]:
+    """Three members, one 6-partition join (2 topics + changelog), one standby."""
+    topics = ["clicks", "impressions", "state-changelog"]
+    return {
+        "topics": {"impressions": 6, "clicks": 6, "state-changelog": 6},
+        "copartition": [["impressions", "clicks"]],
+        "changelogs": ["state-changelog"],
+        "global_changelogs": [],
+        "standby_replicas": 1,
+        "members": [{"id": f"m{i}", "topics": topics} for i in (1, 2, 3)],
+    }
+
+
+def output(actives: dict[str, dict[str, list[int]]],
+           standbys: dict[str, dict[str, list[int]]] | None = None) -> dict[str, Any]:
+    """Build an output document from per-member active (and standby) maps."""
+    standbys = standbys or {}
+    return {
+        "assignment": {
+            member: {"actives": parts, "standbys": standbys.get(member, {})}
+            for member, parts in actives.items()
+        },
+        "generation": 1,
+    }
+
+
+def task_map(*partitions: int) -> dict[str, list[int]]:
+    """All three topics of the tiny join at the given partitions."""
+    parts = sorted(partitions)
+    return {"impressions": parts, "clicks": parts, "state-changelog": parts}
+
+
+def test_faust_peer_runs_faust_and_assigns_everything(monkeypatch: pytest.MonkeyPatch) -> None:
+    from faust.assignor.copartitioned_assignor import CopartitionedAssignor
+
+    calls: list[int] = []
+    real = CopartitionedAssignor.get_assignment
+
+    def spy(self: CopartitionedAssignor) -> Any:
+        calls.append(self.num_partitions)
+        return real(self)
+
+    monkeypatch.setattr(CopartitionedAssignor, "get_assignment", spy)
+    document = tiny_document()
+    result = faust_peer.assign_document(document)
+
+    assert calls == [6]  # faust's own co-partitioned assignor did the work
+    assert sorted(result["assignment"]) == ["m1", "m2", "m3"]
+    figures = metrics.evaluate(document, result)
+    assert figures["violations"] == {}
+    assert figures["tasks"] == 6
+    assert figures["spread_total"] == 0
+    for entry in result["assignment"].values():
+        assert entry["actives"]["impressions"] == entry["actives"]["clicks"]
+        assert set(entry["standbys"]) <= {"state-changelog"}
+
+
+def test_faust_peer_rebalance_keeps_faust_behaviour_for_a_joiner() -> None:
+    scenario = scenarios.SCENARIOS["a-join"]
+    fresh_document = scenario.fresh_document()
+    fresh = faust_peer.assign_document(fresh_document)
+    document = scenario.rebalance_document(fresh_document, fresh)
+    result = faust_peer.assign_document(document)
+    figures = metrics.evaluate(document, result, fresh, joiner="worker-00009")
+    assert figures["joiner_tasks"] == 0  # faust issue #93: the newcomer gets nothing
+    assert figures["moved"] == 0
+    assert figures["min_moves"] == 7
+
+
+def test_spread_of_a_hand_built_assignment() -> None:
+    document = tiny_document()
+    unbalanced = output({"m1": task_map(0, 1, 2), "m2": task_map(3, 4), "m3": task_map(5)})
+    figures = metrics.evaluate(document, unbalanced)
+    assert figures["spread_total"] == 2
+    assert figures["spread_group_max"] == 2
+    assert (figures["active_min"], figures["active_max"]) == (1, 3)
+    assert figures["violations"]["standby_missing"] == 6
+
+
+def test_violations_are_reported() -> None:
+    document = tiny_document()
+    broken = output(
+        {
+            "m1": {"impressions": [0, 1], "clicks": [0], "state-changelog": [0, 1]},
+            "m2": {"impressions": [2, 3, 4], "clicks": [1, 2, 3, 4], "state-changelog": [2, 3]},
+            "m3": {"impressions": [4, 5], "clicks": [5], "state-changelog": [5]},
+        },
+        {"m1": {"state-changelog": [0]}, "m2": {"state-changelog": [0, 9]}},
+    )
+    found = metrics.evaluate(document, broken)["violations"]
+    assert found["split_tasks"] == 1  # partition 1: impressions/changelog on m1, clicks on m2
+    assert found["duplicate_tps"] == 1  # impressions-4 on m2 and m3
+    assert found["missing_tps"] == 1  # state-changelog-4
+    assert found["unknown_tps"] == 1  # state-changelog-9
+    assert found["standby_on_active"] == 1  # m1 holds task 0 and its standby
+
+
+def test_moves_minimum_and_warm_promotions() -> None:
+    document = tiny_document()
+    previous = output(
+        {"m1": task_map(0, 1, 2, 3), "m2": task_map(4, 5), "m3": {}},
+        {"m3": {"state-changelog": [0, 1, 3]}, "m2": {"state-changelog": [2]}},
+    )
+    # Balanced needs 2 each: m1 must give up 2 tasks — the minimum is 2 moves.
+    now = output({"m1": task_map(2, 3), "m2": task_map(4, 5), "m3": task_map(0, 1)})
+    figures = metrics.evaluate(document, now, previous)
+    assert (figures["moved"], figures["min_moves"], figures["min_moves_exact"]) == (2, 2, True)
+    assert (figures["warm"], figures["warm_possible"], figures["cold"]) == (2, 2, 0)
+    worse = output({"m1": task_map(0, 1), "m2": task_map(2, 3), "m3": task_map(4, 5)})
+    figures = metrics.evaluate(document, worse, previous)
+    assert (figures["moved"], figures["min_moves"]) == (4, 2)
+    # 2 → m2 (its standby: warm); 3 → m2 although m3 had its standby; 4, 5 had none.
+    assert (figures["warm"], figures["warm_possible"]) == (1, 2)
+    assert (figures["cold"], figures["cold_with_standby"]) == (3, 1)
+
+
+def test_minimum_moves_counts_total_balance_across_groups() -> None:
+    # Scenario c's shape: ten single-topic groups of 1..10 partitions, a 5th member joins.
+    # Per group alone 7 moves would do, and the total alone 11; balancing both needs 12
+    # (checked by exhaustive search over who gets each group's extra partitions).
+    scenario = scenarios.SCENARIOS["c-10-topics"]
+    fresh_document = scenario.fresh_document()
+    fresh = faust_peer.assign_document(fresh_document)
+    document = scenario.rebalance_document(fresh_document, fresh)
+    lay = metrics.layout(document)
+    assert len(lay.groups) == 10
+    assert metrics.minimum_moves(lay, metrics.placement(lay, fresh)) == (12, True)
+
+
+def test_scenarios_are_deterministic() -> None:
+    scenario = scenarios.SCENARIOS["a-leave"]
+    fresh = scenario.fresh_document()
+    previous = faust_peer.assign_document(fresh)
+    first = scenario.rebalance_document(fresh, previous)
+    second = scenario.rebalance_document(scenario.fresh_document(), previous)
+    assert first == second
+    assert scenarios.changed_member(fresh, first)[0] == "leave"
