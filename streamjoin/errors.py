@@ -7,7 +7,7 @@ streamjoin-specific with one ``except`` clause.
 
 from __future__ import annotations
 
-__all__ = ["StreamjoinError", "ConfigurationError"]
+__all__ = ["ConfigurationError", "StreamjoinError"]
 
 
 class StreamjoinError(Exception):

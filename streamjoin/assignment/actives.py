@@ -1,0 +1,134 @@
+"""Place every task's active replica within the balanced quotas.
+
+Given the quotas (how many tasks of each group each member runs), members
+first keep the tasks they owned before, up to their quota. The tasks that
+must move then go warm first: to the member with the smallest changelog lag
+that still has room; the rest fill the remaining room in member order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from streamjoin.assignment.fencing import History
+from streamjoin.assignment.model import MemberState, Move, TaskGroup
+
+__all__ = ["place_actives"]
+
+
+def place_actives(
+    groups: Sequence[TaskGroup],
+    quotas: Sequence[Mapping[int, int]],
+    history: History,
+    members: Sequence[MemberState],
+    acceptable_lag: int,
+) -> tuple[list[list[int]], list[Move]]:
+    """Return the owner (member index) of every task, per group, and the moves."""
+    owners: list[list[int]] = []
+    moves: list[Move] = []
+    contested = frozenset(history.contested)
+    for group, quota in zip(groups, quotas, strict=True):
+        owner = [-1] * group.partitions
+        room = dict(quota)
+        held: dict[int, list[int]] = {}
+        for p in range(group.partitions):
+            previous = history.owner.get((group.index, p))
+            if previous is not None:
+                held.setdefault(previous, []).append(p)
+        released: dict[int, int] = {}
+        for m in sorted(held):
+            tasks = held[m]
+            keep = room.get(m, 0)
+            if len(tasks) > keep:
+                # give up first the tasks someone else can take over warm
+                tasks = sorted(
+                    tasks,
+                    key=lambda p, m=m: (
+                        _has_warm_other(history, group.index, p, m, acceptable_lag),
+                        p,
+                    ),  # type: ignore[misc]
+                )
+                for p in tasks[keep:]:
+                    released[p] = m
+                tasks = tasks[:keep]
+            for p in tasks:
+                owner[p] = m
+            if m in room:
+                room[m] -= len(tasks)
+        cold: list[int] = []
+        for p in range(group.partitions):
+            if owner[p] >= 0:
+                continue
+            target, lag = _warm_target(history, group.index, p, room, acceptable_lag)
+            if target is None:
+                cold.append(p)
+                continue
+            owner[p] = target
+            room[target] -= 1
+            moves.append(_move(group, p, released.get(p), target, members, history, True, lag))
+        if cold:
+            open_members = [m for m in sorted(room) if room[m] > 0]
+            slot = 0
+            for p in cold:
+                while room[open_members[slot]] <= 0:
+                    slot = (slot + 1) % len(open_members)
+                target = open_members[slot]
+                owner[p] = target
+                room[target] -= 1
+                slot = (slot + 1) % len(open_members)
+                if p in released or (group.index, p) in contested:
+                    moves.append(
+                        _move(group, p, released.get(p), target, members, history, False, None)
+                    )
+        owners.append(owner)
+    return owners, moves
+
+
+def _has_warm_other(history: History, g: int, p: int, m: int, acceptable_lag: int) -> bool:
+    return any(lag <= acceptable_lag and other != m for lag, other in history.warm.get((g, p), ()))
+
+
+def _warm_target(
+    history: History, g: int, p: int, room: Mapping[int, int], acceptable_lag: int
+) -> tuple[int | None, int | None]:
+    ranked = history.warm.get((g, p))
+    if ranked:
+        for lag, m in ranked:
+            if lag > acceptable_lag:
+                break
+            if room.get(m, 0) > 0:
+                return m, lag
+        return None, None
+    # nobody reported offsets: a previous standby holder is the best we know
+    for m in history.standby_holders.get((g, p), ()):
+        if room.get(m, 0) > 0:
+            return m, None
+    return None, None
+
+
+def _move(
+    group: TaskGroup,
+    p: int,
+    source: int | None,
+    target: int,
+    members: Sequence[MemberState],
+    history: History,
+    warm: bool,
+    lag: int | None,
+) -> Move:
+    task = (group.index, p)
+    if source is not None:
+        reason = f"{members[source].id} held more than its balanced share of {group.name}"
+    elif task in history.contested:
+        reason = "conflicting claims of the same generation were dropped"
+    else:
+        reason = "its previous owner is gone"
+    return Move(
+        group=group.index,
+        partition=p,
+        source=members[source].id if source is not None else None,
+        target=members[target].id,
+        reason=reason,
+        warm=warm,
+        lag=lag,
+    )

@@ -1,0 +1,175 @@
+"""The assignment core: ``assign(state) -> Assignment``.
+
+Pure: takes a :class:`GroupState`, returns an :class:`Assignment`; no I/O,
+no clocks, no randomness. The steps:
+
+1. group topics into tasks (:mod:`.grouping`);
+2. fence previous ownership claims and read changelog lag (:mod:`.fencing`);
+3. compute balanced, sticky active quotas per group and member (:mod:`.quotas`);
+4. place actives: keep, then warm, then the remaining room (:mod:`.actives`);
+5. place standbys the same way, off the active's host and rack (:mod:`.standbys`);
+6. give every subscriber all partitions of the global changelogs.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+from streamjoin.assignment.actives import place_actives
+from streamjoin.assignment.errors import InvalidGroupStateError
+from streamjoin.assignment.fencing import History, read_history
+from streamjoin.assignment.grouping import build_groups
+from streamjoin.assignment.model import (
+    Assignment,
+    GroupState,
+    MemberAssignment,
+    MemberState,
+    Move,
+    TaskGroup,
+)
+from streamjoin.assignment.quotas import Demand, balanced_quotas
+from streamjoin.assignment.standbys import place_standbys
+
+__all__ = ["assign"]
+
+
+def assign(state: GroupState) -> Assignment:
+    """Assign every task of ``state`` to its members.
+
+    The result does not depend on the order of ``state.members``.
+    """
+    members = tuple(sorted(state.members, key=lambda m: m.id))
+    if not members:
+        raise InvalidGroupStateError("the group has no members: nothing to assign to")
+    for a, b in itertools.pairwise(members):
+        if a.id == b.id:
+            raise InvalidGroupStateError(
+                f"member id {a.id!r} appears twice; every member needs a unique id"
+            )
+    groups = build_groups(state, members)
+    history = read_history(members, groups)
+    capacities = [m.capacity for m in members]
+
+    previous_counts: list[dict[int, int]] = [{} for _ in groups]
+    for (gi, _), m in history.owner.items():
+        counts = previous_counts[gi]
+        counts[m] = counts.get(m, 0) + 1
+    demands = [Demand(g.partitions, g.eligible, previous_counts[g.index]) for g in groups]
+    active_quotas = balanced_quotas(demands, capacities)
+    owners, moves = place_actives(
+        groups, active_quotas.quotas, history, members, state.acceptable_recovery_lag
+    )
+    standbys, standby_relaxed = place_standbys(
+        groups, owners, history, members, state.standby_replicas, capacities
+    )
+    result = _render(state, members, groups, owners, standbys)
+    kept = sum(1 for (gi, p), m in history.owner.items() if owners[gi][p] == m)
+    minimum = len(history.owner) - sum(
+        min(count, active_quotas.quotas[gi].get(m, 0))
+        for gi, counts in enumerate(previous_counts)
+        for m, count in counts.items()
+    )
+    generation = max((m.generation for m in members if m.generation is not None), default=0) + 1
+    stats = _stats(groups, owners, standbys, members, history, moves, kept, minimum)
+    stats["relaxed_balance"] = active_quotas.relaxed or standby_relaxed
+    return Assignment(
+        members=result,
+        generation=generation,
+        groups=groups,
+        moves=tuple(sorted(moves, key=lambda mv: (mv.group, mv.partition))),
+        stats=stats,
+    )
+
+
+def _render(
+    state: GroupState,
+    members: Sequence[MemberState],
+    groups: Sequence[TaskGroup],
+    owners: Sequence[Sequence[int]],
+    standbys: Sequence[Sequence[tuple[int, ...]]],
+) -> dict[str, MemberAssignment]:
+    actives: list[dict[str, tuple[int, ...]]] = [{} for _ in members]
+    backups: list[dict[str, tuple[int, ...]]] = [{} for _ in members]
+    for group, owner, spare in zip(groups, owners, standbys, strict=True):
+        mine: dict[int, list[int]] = {}
+        for p, m in enumerate(owner):
+            mine.setdefault(m, []).append(p)
+        for m, parts in mine.items():
+            frozen = tuple(parts)
+            target = actives[m]
+            for topic in group.topics:
+                target[topic] = frozen
+        if group.stateful:
+            held: dict[int, list[int]] = {}
+            for p, holders in enumerate(spare):
+                for m in holders:
+                    held.setdefault(m, []).append(p)
+            for m, parts in held.items():
+                frozen = tuple(parts)
+                for topic in group.changelogs:
+                    backups[m][topic] = frozen
+    for topic in sorted(state.global_changelogs):
+        everything = tuple(range(state.topics[topic]))
+        for m, member in enumerate(members):
+            if topic in member.topics:
+                actives[m][topic] = everything
+    return {
+        member.id: MemberAssignment(
+            actives=dict(sorted(actives[m].items())), standbys=dict(sorted(backups[m].items()))
+        )
+        for m, member in enumerate(members)
+    }
+
+
+def _spread(counts: Sequence[int]) -> int:
+    return max(counts) - min(counts) if counts else 0
+
+
+def _stats(
+    groups: Sequence[TaskGroup],
+    owners: Sequence[Sequence[int]],
+    standbys: Sequence[Sequence[tuple[int, ...]]],
+    members: Sequence[MemberState],
+    history: History,
+    moves: Sequence[Move],
+    kept: int,
+    minimum: int,
+) -> dict[str, object]:
+    n = len(members)
+    total = [0] * n
+    standby_total = [0] * n
+    group_spread = 0
+    standby_group_spread = 0
+    for group, owner, spare in zip(groups, owners, standbys, strict=True):
+        counts = dict.fromkeys(group.eligible, 0)
+        for m in owner:
+            counts[m] += 1
+            total[m] += 1
+        group_spread = max(group_spread, _spread(list(counts.values())))
+        if group.stateful:
+            s_counts = dict.fromkeys(group.eligible, 0)
+            for holders in spare:
+                for m in holders:
+                    s_counts[m] += 1
+                    standby_total[m] += 1
+            standby_group_spread = max(standby_group_spread, _spread(list(s_counts.values())))
+    tasks = sum(g.partitions for g in groups)
+    return {
+        "members": n,
+        "groups": len(groups),
+        "tasks": tasks,
+        "stateful_tasks": sum(g.partitions for g in groups if g.stateful),
+        "active_spread": _spread(total),
+        "active_spread_per_group": group_spread,
+        "standby_spread": _spread(standby_total),
+        "standby_spread_per_group": standby_group_spread,
+        "standbys": sum(standby_total),
+        "previously_owned": len(history.owner),
+        "kept": kept,
+        "moved": len(history.owner) - kept,
+        "minimum_moves": minimum,
+        "warm_promotions": sum(1 for mv in moves if mv.warm),
+        "contested": len(history.contested),
+        "fenced_claims": len(history.fenced),
+    }

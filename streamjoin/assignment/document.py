@@ -1,0 +1,208 @@
+"""The JSON group-state document: parse, validate, assign, render.
+
+This is the format ``streamjoin assign`` reads and prints, the property tests
+and benchmarks use, and README.rst documents. Parsing never trusts its input:
+every problem is reported as an :class:`InvalidGroupStateError` naming the
+offending field, never as a ``KeyError`` or ``TypeError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from streamjoin.assignment.assignor import assign
+from streamjoin.assignment.errors import InvalidGroupStateError
+from streamjoin.assignment.model import Assignment, GroupState, MemberState
+
+__all__ = ["assign_document", "parse_group_state", "render_assignment"]
+
+_TOP_KEYS = frozenset(
+    {
+        "topics",
+        "copartition",
+        "changelogs",
+        "global_changelogs",
+        "standby_replicas",
+        "acceptable_recovery_lag",
+        "members",
+    }
+)
+_MEMBER_KEYS = frozenset(
+    {"id", "topics", "host", "rack", "capacity", "generation", "actives", "standbys", "offsets"}
+)
+
+
+def _fail(where: str, problem: str) -> InvalidGroupStateError:
+    return InvalidGroupStateError(f"{where}: {problem}")
+
+
+def _int(value: Any, where: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _fail(where, f"expected an integer, got {type(value).__name__} {value!r}")
+    if value < minimum:
+        raise _fail(where, f"must be at least {minimum}, got {value}")
+    return value
+
+
+def _obj(value: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise _fail(where, f"expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise _fail(where, f"expected a JSON array, got {type(value).__name__}")
+    return value
+
+
+def _topic(value: Any, where: str, topics: Mapping[str, int]) -> str:
+    if not isinstance(value, str):
+        raise _fail(where, f"expected a topic name, got {value!r}")
+    if value not in topics:
+        raise _fail(where, f'unknown topic {value!r}; declare its partition count under "topics"')
+    return value
+
+
+def _topic_list(value: Any, where: str, topics: Mapping[str, int]) -> tuple[str, ...]:
+    items = _list(value, where)
+    return tuple(_topic(t, f"{where}[{i}]", topics) for i, t in enumerate(items))
+
+
+def _partitions(value: Any, where: str, topics: Mapping[str, int]) -> dict[str, tuple[int, ...]]:
+    result: dict[str, tuple[int, ...]] = {}
+    for topic, parts in _obj(value, where).items():
+        _topic(topic, f"{where}", topics)
+        items = _list(parts, f"{where}.{topic}")
+        result[topic] = tuple(
+            sorted({_int(p, f"{where}.{topic}[{i}]", 0) for i, p in enumerate(items)})
+        )
+    return result
+
+
+def _offsets(value: Any, where: str, topics: Mapping[str, int]) -> dict[str, dict[int, int]]:
+    result: dict[str, dict[int, int]] = {}
+    for topic, by_partition in _obj(value, where).items():
+        _topic(topic, where, topics)
+        parsed: dict[int, int] = {}
+        for key, offset in _obj(by_partition, f"{where}.{topic}").items():
+            try:
+                p = int(key)
+            except (TypeError, ValueError):
+                raise _fail(
+                    f"{where}.{topic}", f"partition keys must be integers, got {key!r}"
+                ) from None
+            parsed[_int(p, f"{where}.{topic}", 0)] = _int(offset, f"{where}.{topic}.{key}", -1)
+        result[topic] = parsed
+    return result
+
+
+def _member(value: Any, where: str, topics: Mapping[str, int]) -> MemberState:
+    doc = _obj(value, where)
+    unknown = sorted(set(doc) - _MEMBER_KEYS)
+    if unknown:
+        raise _fail(where, f"unknown field(s) {unknown}; allowed: {sorted(_MEMBER_KEYS)}")
+    if "id" not in doc or not isinstance(doc["id"], str) or not doc["id"]:
+        raise _fail(f"{where}.id", "every member needs a non-empty string id")
+    member_id = doc["id"]
+    where = f"{where} ({member_id})"
+    if "topics" not in doc:
+        raise _fail(where, 'missing "topics": list the topics this member subscribes to')
+    subscribed = _topic_list(doc["topics"], f"{where}.topics", topics)
+    if not subscribed:
+        raise _fail(
+            f"{where}.topics", "the member subscribes to nothing; give it at least one topic"
+        )
+    host = doc.get("host", member_id)
+    if not isinstance(host, str) or not host:
+        raise _fail(f"{where}.host", f"expected a non-empty string, got {host!r}")
+    rack = doc.get("rack")
+    if rack is not None and not isinstance(rack, str):
+        raise _fail(f"{where}.rack", f"expected a string or null, got {rack!r}")
+    generation = doc.get("generation")
+    return MemberState(
+        id=member_id,
+        topics=tuple(sorted(set(subscribed))),
+        host=host,
+        rack=rack,
+        capacity=_int(doc.get("capacity", 1), f"{where}.capacity", 1),
+        generation=None if generation is None else _int(generation, f"{where}.generation", 0),
+        actives=_partitions(doc.get("actives", {}), f"{where}.actives", topics),
+        standbys=_partitions(doc.get("standbys", {}), f"{where}.standbys", topics),
+        offsets=_offsets(doc.get("offsets", {}), f"{where}.offsets", topics),
+    )
+
+
+def parse_group_state(doc: Any) -> GroupState:
+    """Validate a group-state document and build the :class:`GroupState`."""
+    root = _obj(doc, "document")
+    unknown = sorted(set(root) - _TOP_KEYS)
+    if unknown:
+        raise _fail("document", f"unknown field(s) {unknown}; allowed: {sorted(_TOP_KEYS)}")
+    if "topics" not in root:
+        raise _fail("document", 'missing "topics": map every topic to its partition count')
+    topics = {
+        _str_key(name, "topics"): _int(count, f"topics.{name}", 1)
+        for name, count in _obj(root["topics"], "topics").items()
+    }
+    if "members" not in root:
+        raise _fail("document", 'missing "members": list the group\'s members')
+    raw_members = _list(root["members"], "members")
+    if not raw_members:
+        raise _fail("members", "the group has no members: nothing to assign to")
+    members = tuple(_member(m, f"members[{i}]", topics) for i, m in enumerate(raw_members))
+    seen: set[str] = set()
+    for member in members:
+        if member.id in seen:
+            raise _fail("members", f"member id {member.id!r} appears twice; ids must be unique")
+        seen.add(member.id)
+    copartition = tuple(
+        _topic_list(group, f"copartition[{i}]", topics)
+        for i, group in enumerate(_list(root.get("copartition", []), "copartition"))
+    )
+    changelogs = frozenset(_topic_list(root.get("changelogs", []), "changelogs", topics))
+    global_changelogs = frozenset(
+        _topic_list(root.get("global_changelogs", []), "global_changelogs", topics)
+    )
+    return GroupState(
+        topics=topics,
+        members=members,
+        copartition=copartition,
+        changelogs=changelogs,
+        global_changelogs=global_changelogs,
+        standby_replicas=_int(root.get("standby_replicas", 0), "standby_replicas", 0),
+        acceptable_recovery_lag=_int(
+            root.get("acceptable_recovery_lag", 10_000), "acceptable_recovery_lag", 0
+        ),
+    )
+
+
+def _str_key(name: Any, where: str) -> str:
+    if not isinstance(name, str) or not name:
+        raise _fail(where, f"topic names must be non-empty strings, got {name!r}")
+    return name
+
+
+def render_assignment(result: Assignment) -> dict[str, Any]:
+    """The JSON form of an :class:`Assignment` (see README.rst)."""
+    return {
+        "assignment": {
+            member_id: {
+                "actives": {t: list(p) for t, p in owned.actives.items()},
+                "standbys": {t: list(p) for t, p in owned.standbys.items()},
+            }
+            for member_id, owned in result.members.items()
+        },
+        "generation": result.generation,
+        "stats": dict(result.stats),
+    }
+
+
+def assign_document(doc: Any) -> dict[str, Any]:
+    """Assign a group-state document; return the assignment document.
+
+    Raises :class:`InvalidGroupStateError` (or its sibling
+    :class:`CopartitioningError`) with a message naming the bad field.
+    """
+    return render_assignment(assign(parse_group_state(doc)))

@@ -1,0 +1,97 @@
+"""Group topics into tasks.
+
+A task group is a set of topics consumed partition by partition together:
+topics with the same partition count and the same subscribers, merged with
+every co-partition group a join declares. Task ``(g, p)`` is partition ``p``
+of every topic of group ``g``; all of it goes to one member.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from streamjoin.assignment.errors import CopartitioningError, InvalidGroupStateError
+from streamjoin.assignment.model import GroupState, MemberState, TaskGroup
+
+__all__ = ["build_groups"]
+
+
+class _UnionFind:
+    def __init__(self, items: Sequence[str]) -> None:
+        self._parent = {item: item for item in items}
+
+    def find(self, item: str) -> str:
+        root = item
+        while self._parent[root] != root:
+            root = self._parent[root]
+        while self._parent[item] != root:  # path compression
+            self._parent[item], item = root, self._parent[item]
+        return root
+
+    def union(self, a: str, b: str) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            # the smaller name becomes the root: deterministic
+            if rb < ra:
+                ra, rb = rb, ra
+            self._parent[rb] = ra
+
+
+def build_groups(state: GroupState, members: Sequence[MemberState]) -> tuple[TaskGroup, ...]:
+    """Return the task groups of ``state``, ordered by their sorted topic names.
+
+    ``members`` is the member list in assignment order (sorted by id); the
+    groups' ``eligible`` tuples index into it. Global changelog topics are not
+    grouped: every subscriber receives all of their partitions.
+    """
+    subscribers: dict[str, list[int]] = {}
+    for index, member in enumerate(members):
+        for topic in member.topics:
+            if topic not in state.global_changelogs:
+                subscribers.setdefault(topic, []).append(index)
+    topics = sorted(subscribers)
+    forest = _UnionFind(topics)
+
+    by_key: dict[tuple[int, tuple[int, ...]], str] = {}
+    for topic in topics:
+        key = (state.topics[topic], tuple(subscribers[topic]))
+        first = by_key.setdefault(key, topic)
+        forest.union(first, topic)
+
+    for declared in state.copartition:
+        counts = {topic: state.topics[topic] for topic in declared}
+        if len(set(counts.values())) > 1:
+            raise CopartitioningError(counts)
+        subscribed = [topic for topic in declared if topic in subscribers]
+        for topic in subscribed[1:]:
+            forest.union(subscribed[0], topic)
+
+    components: dict[str, list[str]] = {}
+    for topic in topics:
+        components.setdefault(forest.find(topic), []).append(topic)
+
+    groups: list[TaskGroup] = []
+    for index, group_topics in enumerate(sorted(components.values())):
+        eligible = set(subscribers[group_topics[0]])
+        for topic in group_topics[1:]:
+            eligible.intersection_update(subscribers[topic])
+        if not eligible:
+            listing = ", ".join(
+                f"{topic!r} (subscribed by {len(subscribers[topic])} members)"
+                for topic in group_topics
+            )
+            raise InvalidGroupStateError(
+                f"no member subscribes to all of the co-partitioned topics {listing}; "
+                "a task can only go to a member that reads every one of its topics. "
+                "Subscribe at least one member to all of them."
+            )
+        groups.append(
+            TaskGroup(
+                index=index,
+                topics=tuple(group_topics),
+                partitions=state.topics[group_topics[0]],
+                changelogs=tuple(t for t in group_topics if t in state.changelogs),
+                eligible=tuple(sorted(eligible)),
+            )
+        )
+    return tuple(groups)

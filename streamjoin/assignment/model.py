@@ -1,0 +1,113 @@
+"""Plain frozen values the assignment core takes and returns.
+
+Everything here is immutable and ordered deterministically (tuples of sorted
+items), so the same group state always produces the same assignment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+__all__ = [
+    "Assignment",
+    "GroupState",
+    "MemberAssignment",
+    "MemberState",
+    "Move",
+    "TaskGroup",
+    "TopicPartitions",
+]
+
+#: topic -> sorted partition numbers
+TopicPartitions = Mapping[str, tuple[int, ...]]
+
+
+@dataclass(frozen=True)
+class MemberState:
+    """What one group member reports when it joins a rebalance.
+
+    ``generation`` is the generation of the assignment its ``actives`` came
+    from; ``None`` means the member claims nothing. ``offsets`` are the
+    changelog offsets persisted in its local stores (topic -> partition ->
+    offset), used to tell which members are caught up.
+    """
+
+    id: str
+    topics: tuple[str, ...]
+    host: str
+    rack: str | None = None
+    capacity: int = 1
+    generation: int | None = None
+    actives: TopicPartitions = field(default_factory=dict)
+    standbys: TopicPartitions = field(default_factory=dict)
+    offsets: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GroupState:
+    """The whole input of one assignment: topics, declarations and members."""
+
+    topics: Mapping[str, int]
+    members: tuple[MemberState, ...]
+    copartition: tuple[tuple[str, ...], ...] = ()
+    changelogs: frozenset[str] = frozenset()
+    global_changelogs: frozenset[str] = frozenset()
+    standby_replicas: int = 0
+    acceptable_recovery_lag: int = 10_000
+
+
+@dataclass(frozen=True)
+class TaskGroup:
+    """Topics that are consumed together, partition by partition.
+
+    Task ``(index, p)`` is partition ``p`` of every topic in ``topics``.
+    ``eligible`` are the indices (into the sorted member list) of the members
+    subscribed to every topic of the group.
+    """
+
+    index: int
+    topics: tuple[str, ...]
+    partitions: int
+    changelogs: tuple[str, ...]
+    eligible: tuple[int, ...]
+
+    @property
+    def stateful(self) -> bool:
+        return bool(self.changelogs)
+
+    @property
+    def name(self) -> str:
+        return "+".join(self.topics)
+
+
+@dataclass(frozen=True)
+class Move:
+    """One task that changed owner, and why."""
+
+    group: int
+    partition: int
+    source: str | None
+    target: str
+    reason: str
+    warm: bool
+    lag: int | None
+
+
+@dataclass(frozen=True)
+class MemberAssignment:
+    """What one member owns after the rebalance."""
+
+    actives: TopicPartitions
+    standbys: TopicPartitions
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """The result of one rebalance."""
+
+    members: Mapping[str, MemberAssignment]
+    generation: int
+    groups: tuple[TaskGroup, ...]
+    moves: tuple[Move, ...]
+    stats: Mapping[str, object]

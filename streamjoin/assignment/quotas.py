@@ -1,0 +1,380 @@
+"""Balanced, sticky quotas: how many units of each group every member gets.
+
+Every group ``g`` has ``total`` units (tasks, or standby slots) to spread over
+its eligible members. Member ``m`` with capacity ``c`` has the fair share
+``q = total * c / C`` (``C`` = capacity of all eligible members) of the group
+and the fair share ``Q = sum of q over all groups`` overall. A quota matrix is
+*balanced* when every entry is ``floor(q)`` or ``ceil(q)``, every column sums
+to ``total`` and every member's row sums to ``floor(Q)`` or ``ceil(Q)``. With
+equal capacities this is exactly "counts differ by at most one, per group and
+in total". Such a rounding always exists (the matrix rounding theorem).
+
+Among the balanced matrices we pick one that lets members keep the most units
+they held before: a member keeps ``min(previous, quota)``, so a round-up is
+worth one unit exactly where ``previous > floor(q)``. Choosing which members
+round up is a bipartite b-matching (groups supply round-ups, members accept
+between ``lo`` and ``hi`` of them, only ``K`` members may take ``hi``); we
+solve it exactly with augmenting paths seeded by a greedy pass, then complete
+the remaining round-ups on members where they gain nothing, most-needy first
+(the Gale–Ryser greedy), falling back to augmenting paths if that gets stuck.
+
+Cost: the greedy and completion passes are O((units + members) log members);
+each augmenting path is one breadth-first search over the cells where a
+round-up is worth something, and there are as many as the greedy missed.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+__all__ = ["Demand", "QuotaResult", "balanced_quotas"]
+
+
+@dataclass(frozen=True)
+class Demand:
+    """Units of one group to share among ``eligible`` members.
+
+    ``previous`` maps a member index to the units it held before (only those
+    that survive fencing); it steers which members round up.
+    """
+
+    total: int
+    eligible: tuple[int, ...]
+    previous: Mapping[int, int]
+
+
+@dataclass(frozen=True)
+class QuotaResult:
+    """Quotas per group (member index -> units, members with 0 omitted)."""
+
+    quotas: tuple[dict[int, int], ...]
+    #: True when no balanced rounding could be completed and one group's
+    #: round-ups went to members beyond their total bound (never seen in
+    #: practice; kept so callers can report it instead of failing).
+    relaxed: bool
+
+
+class _Group:
+    """Per-group arithmetic of the fair shares."""
+
+    __slots__ = ("base", "capacity", "demand", "frac", "index", "uniform", "uniform_base", "ups")
+
+    def __init__(self, index: int, demand: Demand, capacities: Sequence[int]) -> None:
+        self.index = index
+        self.demand = demand
+        caps = [capacities[m] for m in demand.eligible]
+        self.capacity = sum(caps)
+        self.uniform = min(caps, default=1) == max(caps, default=1)
+        n = len(caps)
+        if self.uniform and n:
+            self.uniform_base = demand.total // n
+            self.ups = demand.total - self.uniform_base * n
+            self.base: dict[int, int] = {}
+            self.frac: set[int] | None = None
+        else:
+            self.uniform_base = 0
+            self.base = {}
+            self.frac = set()
+            total = 0
+            for m, c in zip(demand.eligible, caps, strict=True):
+                share, rest = divmod(demand.total * c, self.capacity)
+                if share:
+                    self.base[m] = share
+                if rest:
+                    self.frac.add(m)
+                total += share
+            self.ups = demand.total - total
+
+    def base_of(self, m: int) -> int:
+        return self.uniform_base if self.uniform else self.base.get(m, 0)
+
+    def can_round_up(self, m: int) -> bool:
+        """Whether ``m``'s share in this group is fractional (it may round up)."""
+        if self.uniform:
+            return self.ups > 0
+        return self.frac is not None and m in self.frac
+
+
+def _row_bounds(
+    groups: Sequence[_Group], capacities: Sequence[int], member_groups: Sequence[tuple[int, ...]]
+) -> tuple[list[int], list[int]]:
+    """Each member's lowest and highest number of round-ups (``lo``, ``hi``).
+
+    Members with the same capacity and the same eligible groups share the
+    arithmetic, so this is cheap when thousands of members look alike.
+    """
+    cache: dict[tuple[int, tuple[int, ...]], tuple[int, int]] = {}
+    lo: list[int] = []
+    hi: list[int] = []
+    for m, c in enumerate(capacities):
+        key = (c, member_groups[m])
+        bounds = cache.get(key)
+        if bounds is None:
+            floors = 0
+            share = Fraction(0)
+            for gi in member_groups[m]:
+                g = groups[gi]
+                if g.capacity:
+                    share += Fraction(g.demand.total * c, g.capacity)
+                    floors += g.base_of(m) if g.uniform else (g.demand.total * c) // g.capacity
+            low = share.numerator // share.denominator
+            high = -((-share.numerator) // share.denominator)
+            bounds = (low - floors, high - floors)
+            cache[key] = bounds
+        lo.append(bounds[0])
+        hi.append(bounds[1])
+    return lo, hi
+
+
+class _Rounding:
+    """The round-up matrix under construction and its augmenting-path search."""
+
+    def __init__(self, groups: Sequence[_Group], lo: list[int], hi: list[int]) -> None:
+        self.groups = groups
+        self.lo = lo
+        self.hi = hi
+        self.extra_slots = sum(g.ups for g in groups) - sum(lo)
+        self.used = [0] * len(lo)
+        self.extras_used = 0
+        self.filled = [0] * len(groups)
+        self.up: list[set[int]] = [set() for _ in groups]
+        self.member_ups: dict[int, list[int]] = {}
+
+    # -- state changes -------------------------------------------------
+    def can_absorb(self, m: int) -> bool:
+        if self.used[m] < self.lo[m]:
+            return True
+        return self.used[m] < self.hi[m] and self.extras_used < self.extra_slots
+
+    def add(self, gi: int, m: int) -> None:
+        if self.used[m] >= self.lo[m]:
+            self.extras_used += 1
+        self.used[m] += 1
+        self.filled[gi] += 1
+        self.up[gi].add(m)
+        self.member_ups.setdefault(m, []).append(gi)
+
+    def _flip_on(self, gi: int, m: int) -> None:
+        self.up[gi].add(m)
+        self.member_ups.setdefault(m, []).append(gi)
+
+    def _flip_off(self, gi: int, m: int) -> None:
+        self.up[gi].discard(m)
+        self.member_ups[m].remove(gi)
+
+    # -- augmenting paths ----------------------------------------------
+    def augment(self, neighbours: Callable[[int], Iterable[int]]) -> bool:
+        """Find one augmenting path and apply it; False when none exists.
+
+        Nodes: groups with unfilled round-ups (sources), members reached from
+        a group (may absorb a unit, or hand one of their round-ups back, or
+        take an extra slot from a member holding one), and members reached
+        through the extra-slot pool (may only hand one of their round-ups
+        back). ``neighbours(g)`` lists the members a round-up of ``g`` may go to.
+        """
+        groups = self.groups
+        parent: dict[tuple[str, int], tuple[str, int] | None] = {}
+        queue: deque[tuple[str, int]] = deque()
+        for g in groups:
+            if self.filled[g.index] < g.ups:
+                node = ("g", g.index)
+                parent[node] = None
+                queue.append(node)
+        pool_visited = False
+        end: tuple[str, int] | None = None
+        while queue and end is None:
+            kind, x = queue.popleft()
+            if kind == "g":
+                ups = self.up[x]
+                for m in neighbours(x):
+                    node = ("m", m)
+                    if m in ups or node in parent:
+                        continue
+                    parent[node] = (kind, x)
+                    if self.used[m] < self.lo[m] or (
+                        self.used[m] < self.hi[m] and self.extras_used < self.extra_slots
+                    ):
+                        end = node
+                        break
+                    queue.append(node)
+                continue
+            # a member that must pass one unit on
+            if kind == "m" and self.used[x] < self.hi[x] and not pool_visited:
+                # x takes an extra slot that another member gives up
+                pool_visited = True
+                for other in range(len(self.used)):
+                    if self.used[other] > self.lo[other] and ("x", other) not in parent:
+                        parent[("x", other)] = (kind, x)
+                        queue.append(("x", other))
+            for gi in self.member_ups.get(x, ()):
+                node = ("g", gi)
+                if node not in parent:
+                    parent[node] = (kind, x)
+                    queue.append(node)
+        if end is None:
+            return False
+        self._apply(end, parent)
+        return True
+
+    def _apply(
+        self, end: tuple[str, int], parent: Mapping[tuple[str, int], tuple[str, int] | None]
+    ) -> None:
+        # walk back: every (g -> m) step turns a round-up on, every (m -> g)
+        # step turns one off; the pool hop moves an extra slot between members
+        m_end = end[1]
+        if self.used[m_end] >= self.lo[m_end]:
+            self.extras_used += 1
+        self.used[m_end] += 1
+        node: tuple[str, int] = end
+        while True:
+            prev = parent[node]
+            if prev is None:
+                self.filled[node[1]] += 1
+                return
+            if node[0] == "m" and prev[0] == "g":
+                self._flip_on(prev[1], node[1])
+            elif node[0] == "g":  # from a member handing a round-up back
+                self._flip_off(node[1], prev[1])
+            elif node[0] == "x":  # prev member takes an extra, node member drops one
+                self.used[prev[1]] += 1
+                self.used[node[1]] -= 1
+            node = prev
+
+
+def balanced_quotas(demands: Sequence[Demand], capacities: Sequence[int]) -> QuotaResult:
+    """Compute balanced quotas that keep as many previous units as possible.
+
+    ``capacities[m]`` is member ``m``'s capacity (a positive integer);
+    ``demands[g].eligible`` are indices into it.
+    """
+    groups = [_Group(i, d, capacities) for i, d in enumerate(demands)]
+    member_groups_lists: list[list[int]] = [[] for _ in capacities]
+    for g in groups:
+        if g.demand.total:
+            for m in g.demand.eligible:
+                member_groups_lists[m].append(g.index)
+    member_groups = [tuple(x) for x in member_groups_lists]
+    lo, hi = _row_bounds(groups, capacities, member_groups)
+    rounding = _Rounding(groups, lo, hi)
+
+    # 1. greedy: round up where it keeps a previous unit
+    gain_cells: dict[int, list[int]] = {}
+    for g in groups:
+        if not g.ups:
+            continue
+        cells = sorted(
+            (
+                m
+                for m, held in g.demand.previous.items()
+                if held > g.base_of(m) and g.can_round_up(m)
+            ),
+            key=lambda m, prev=g.demand.previous: (-prev[m], m),  # type: ignore[misc]
+        )
+        gain_cells[g.index] = cells
+        for m in cells:
+            if rounding.filled[g.index] >= g.ups:
+                break
+            if rounding.can_absorb(m):
+                rounding.add(g.index, m)
+    # 2. exact: augmenting paths over the gainful cells
+    if gain_cells:
+        while rounding.augment(lambda gi: gain_cells.get(gi, ())):
+            pass
+
+    # 3. complete with round-ups that gain nothing, neediest members first
+    relaxed = _complete(groups, rounding)
+
+    quotas: list[dict[int, int]] = []
+    for g in groups:
+        quota: dict[int, int] = {}
+        if g.uniform:
+            if g.uniform_base:
+                quota = dict.fromkeys(g.demand.eligible, g.uniform_base)
+        else:
+            quota = dict(g.base)
+        for m in rounding.up[g.index]:
+            quota[m] = quota.get(m, 0) + 1
+        quotas.append(quota)
+    return QuotaResult(quotas=tuple(quotas), relaxed=relaxed)
+
+
+def _complete(groups: Sequence[_Group], rounding: _Rounding) -> bool:
+    lo, hi, used = rounding.lo, rounding.hi, rounding.used
+    seq = 0
+    # members that still need round-ups to reach lo: most needy first
+    needy: list[tuple[int, int, int]] = []
+    spare: list[tuple[int, int]] = []  # members that may take one extra
+    for m in range(len(lo)):
+        if used[m] < lo[m]:
+            needy.append((used[m] - lo[m], m, m))
+        elif used[m] < hi[m]:
+            spare.append((m, m))
+    heapq.heapify(needy)
+    heapq.heapify(spare)
+    relaxed = False
+    for g in groups:
+        want = g.ups - rounding.filled[g.index]
+        if want <= 0:
+            continue
+        ups = rounding.up[g.index]
+        eligible = (
+            set(g.demand.eligible) if not g.uniform or len(g.demand.eligible) < len(lo) else None
+        )
+        skipped: list[tuple[int, int, int]] = []
+        while want and needy:
+            entry = heapq.heappop(needy)
+            m = entry[2]
+            if used[m] >= lo[m]:  # stale entry
+                if used[m] < hi[m]:
+                    heapq.heappush(spare, (entry[1], m))
+                continue
+            if m in ups or (eligible is not None and m not in eligible) or not g.can_round_up(m):
+                skipped.append(entry)
+                continue
+            rounding.add(g.index, m)
+            want -= 1
+            seq += 1
+            if used[m] < lo[m]:
+                heapq.heappush(needy, (used[m] - lo[m], len(lo) + seq, m))
+            elif used[m] < hi[m]:
+                heapq.heappush(spare, (len(lo) + seq, m))
+        for entry in skipped:
+            heapq.heappush(needy, entry)
+        spare_skipped: list[tuple[int, int]] = []
+        while want and spare and rounding.extras_used < rounding.extra_slots:
+            s_entry = heapq.heappop(spare)
+            m = s_entry[1]
+            if used[m] < lo[m] or used[m] >= hi[m]:
+                continue
+            if m in ups or (eligible is not None and m not in eligible) or not g.can_round_up(m):
+                spare_skipped.append(s_entry)
+                continue
+            rounding.add(g.index, m)
+            want -= 1
+        for s_entry in spare_skipped:
+            heapq.heappush(spare, s_entry)
+        while want:
+            # the greedy got stuck: search an augmenting path through any cell
+            if not rounding.augment(
+                lambda gi: [m for m in groups[gi].demand.eligible if groups[gi].can_round_up(m)]
+            ):
+                break
+            want = g.ups - rounding.filled[g.index]
+        if want:
+            # no balanced completion found (should not happen): stay complete,
+            # give up the total bound for the members that take these units
+            relaxed = True
+            for m in sorted(g.demand.eligible, key=lambda m: (used[m] - hi[m], m)):
+                if not want:
+                    break
+                if m not in ups and g.can_round_up(m):
+                    rounding.add(g.index, m)
+                    want -= 1
+            # rebuild the heaps: bounds no longer hold for everyone
+            needy = [(used[m] - lo[m], m, m) for m in range(len(lo)) if used[m] < lo[m]]
+            heapq.heapify(needy)
+    return relaxed
