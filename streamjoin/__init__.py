@@ -15,7 +15,10 @@ from streamjoin.errors import ConfigurationError, StreamjoinError
 __version__ = "0.1.0"
 
 # public name -> "module:attribute", imported on first access
-_LAZY: dict[str, str] = {}
+_LAZY: dict[str, str] = {
+    "App": "streamjoin.app:App",
+    "TableManager": "streamjoin.runtime.tables:TableManager",
+}
 
 __all__ = ["ConfigurationError", "StreamjoinError", "__version__", *sorted(_LAZY)]
 

@@ -11,6 +11,7 @@ import click
 from streamjoin import __version__
 from streamjoin.cli.assign import assign_command
 from streamjoin.cli.broker import broker_command
+from streamjoin.cli.worker import worker_command
 
 __all__ = ["main"]
 
@@ -23,3 +24,4 @@ def main() -> None:
 
 main.add_command(assign_command)
 main.add_command(broker_command)
+main.add_command(worker_command)

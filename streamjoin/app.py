@@ -1,0 +1,59 @@
+"""``streamjoin.App``: a :class:`faust.App` with streamjoin's defaults.
+
+Compared with a plain ``faust.App`` it changes only defaults; every one of
+them can still be overridden by passing the faust setting explicitly:
+
+* ``store="rocksdb://"``: table state in RocksDB through rocksdict, one
+  database per table partition under the worker's data directory.
+* ``TableManager="streamjoin:TableManager"``: streamjoin's table restoration
+  (see :mod:`streamjoin.runtime.tables`) instead of faust's recovery.
+* ``PartitionAssignor``: :data:`ASSIGNOR` (faust's own assignor until
+  streamjoin's lands; changing that one constant switches every App).
+* Group timeouts short enough for a group of workers to settle within
+  seconds (:data:`GROUP_TIMEOUTS`): a killed worker is noticed after
+  ``broker_session_timeout`` seconds, live members heartbeat every
+  ``broker_heartbeat_interval`` seconds, and the coordinator waits at most
+  ``broker_rebalance_timeout`` seconds for members to rejoin. On a large
+  production cluster raise them (faust's own defaults are 60/3/60 s).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import faust
+
+__all__ = ["ASSIGNOR", "DEFAULTS", "GROUP_TIMEOUTS", "App"]
+
+#: The partition assignor every streamjoin.App uses unless told otherwise.
+#: streamjoin's own assignor replaces faust's by changing this one line.
+ASSIGNOR = "faust.assignor:PartitionAssignor"
+
+#: Consumer-group timeouts (seconds): a group settles in a few seconds.
+GROUP_TIMEOUTS: Mapping[str, float] = {
+    "broker_session_timeout": 6.0,
+    "broker_heartbeat_interval": 1.0,
+    "broker_rebalance_timeout": 20.0,
+}
+
+#: Settings an App gets when the caller does not pass them.
+DEFAULTS: Mapping[str, Any] = {
+    "store": "rocksdb://",
+    "TableManager": "streamjoin:TableManager",
+    "PartitionAssignor": ASSIGNOR,
+    **GROUP_TIMEOUTS,
+}
+
+
+class App(faust.App):
+    """A faust application with streamjoin's table restoration and RocksDB state.
+
+    Arguments are those of :class:`faust.App`; settings missing from
+    ``options`` take the values in :data:`DEFAULTS`.
+    """
+
+    def __init__(self, id: str, **options: Any) -> None:
+        for name, value in DEFAULTS.items():
+            options.setdefault(name, value)
+        super().__init__(id, **options)

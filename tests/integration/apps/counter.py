@@ -1,0 +1,103 @@
+"""A small streamjoin app for the broker tests: ``latest[key] = value`` per event.
+
+Environment:
+    SJ_TEST_APP_ID: app id (so each test gets its own topics and group).
+    SJ_TEST_PARTITIONS: partitions of the source topic and the table.
+
+It records, under its data directory:
+    first_processed.jsonl: per partition, the first record processed by this
+        process and the time its task's tables were restored.
+    status.json: every 0.3 s, standby/persisted offsets and restore counts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import streamjoin
+
+APP_ID = os.environ.get("SJ_TEST_APP_ID", "sj-counter")
+PARTITIONS = int(os.environ.get("SJ_TEST_PARTITIONS", "4"))
+
+app = streamjoin.App(
+    APP_ID,
+    topic_partitions=PARTITIONS,
+    topic_replication_factor=1,
+    broker_commit_every=50,
+    broker_commit_interval=0.5,
+    web_enabled=False,
+    key_serializer="json",
+    value_serializer="json",
+)
+
+events = app.topic(
+    f"{APP_ID}-events",
+    key_type=str,
+    value_type=int,
+    key_serializer="json",
+    value_serializer="json",
+    partitions=PARTITIONS,
+)
+latest = app.Table(
+    "latest",
+    default=int,
+    partitions=PARTITIONS,
+    key_type=str,
+    value_type=int,
+)
+
+_first_seen: set[int] = set()
+
+
+def _datadir() -> Path:
+    return Path(app.conf.datadir)
+
+
+def _write_json_atomic(path: Path, doc: Any) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, sort_keys=True))
+    tmp.replace(path)
+
+
+@app.agent(events)
+async def track(stream: Any) -> None:
+    """Remember the latest value of every key; log the first record of each partition."""
+    async for event in stream.events():
+        partition = event.message.partition
+        if partition not in _first_seen:
+            _first_seen.add(partition)
+            restored_at = app.tables.restored_at().get(partition)
+            line = {
+                "pid": os.getpid(),
+                "partition": partition,
+                "offset": event.message.offset,
+                "processed_at": time.time(),
+                "restored_at": restored_at,
+            }
+            with open(_datadir() / "first_processed.jsonl", "a") as out:
+                out.write(json.dumps(line) + "\n")
+        latest[event.key] = event.value
+
+
+def _changelog_partitions(tps: Any) -> list[int]:
+    return sorted(tp.partition for tp in tps if tp.topic.endswith("-changelog"))
+
+
+@app.timer(0.3)
+async def write_status() -> None:
+    """Publish restore state for the test to read."""
+    tables = app.tables
+    doc = {
+        "pid": os.getpid(),
+        "time": time.time(),
+        "standby_offsets": [[t, p, o] for (t, p), o in tables.standby_offsets().items()],
+        "persisted_offsets": [[t, p, o] for (t, p), o in tables.persisted_offsets().items()],
+        "restore_counts": [[t, p, n] for (t, p), n in tables.restore_counts().items()],
+        "actives": _changelog_partitions(app.assignor.assigned_actives()),
+        "standbys": _changelog_partitions(app.assignor.assigned_standbys()),
+    }
+    _write_json_atomic(_datadir() / "status.json", doc)
