@@ -46,28 +46,31 @@ def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) ->
     losers: list[tuple[Task, int]] = []
     standby_holders: dict[Task, set[int]] = {}
     for m, member in enumerate(members):
-        claimed: dict[int, set[int]] = {}
-        if member.generation is not None:
+        gen = member.generation
+        if gen is not None:
+            claimed: dict[int, set[int]] = {}
             for topic, partitions in member.actives.items():
                 claim_group = group_of.get(topic)
-                if claim_group is not None and m in eligible_sets[claim_group.index]:
+                if claim_group is not None:
                     claimed.setdefault(claim_group.index, set()).update(partitions)
-        claims = sorted(
-            (gi, p) for gi, ps in claimed.items() for p in ps if 0 <= p < groups[gi].partitions
-        )
-        for task in claims:
-            gen = member.generation
-            if gen is None:  # pragma: no cover - filtered above
-                continue
-            current = best.get(task)
-            if current is None or gen > current[0]:
-                if current is not None:
-                    losers.extend((task, loser) for loser in current[1])
-                best[task] = (gen, [m])
-            elif gen == current[0]:
-                current[1].append(m)
-            else:
-                losers.append((task, m))
+            for gi in sorted(claimed):
+                if m not in eligible_sets[gi]:
+                    continue
+                limit = groups[gi].partitions
+                for p in sorted(claimed[gi]):
+                    if not 0 <= p < limit:
+                        continue
+                    task = (gi, p)
+                    current = best.get(task)
+                    if current is None:
+                        best[task] = (gen, [m])
+                    elif gen > current[0]:
+                        losers.extend((task, loser) for loser in current[1])
+                        best[task] = (gen, [m])
+                    elif gen == current[0]:
+                        current[1].append(m)
+                    else:
+                        losers.append((task, m))
         for topic, partitions in member.standbys.items():
             held_group = group_of.get(topic)
             if (

@@ -44,11 +44,17 @@ def build_groups(state: GroupState, members: Sequence[MemberState]) -> tuple[Tas
     groups' ``eligible`` tuples index into it. Global changelog topics are not
     grouped: every subscriber receives all of their partitions.
     """
-    subscribers: dict[str, list[int]] = {}
+    # members subscribed to the same topics are alike: work per class, so the
+    # cost grows with topics x classes, not topics x members
+    classes: dict[tuple[str, ...], list[int]] = {}
     for index, member in enumerate(members):
-        for topic in member.topics:
+        classes.setdefault(member.topics, []).append(index)
+    class_topics = sorted(classes)
+    subscribers: dict[str, list[int]] = {}  # topic -> class ids
+    for cid, subscribed in enumerate(class_topics):
+        for topic in subscribed:
             if topic not in state.global_changelogs:
-                subscribers.setdefault(topic, []).append(index)
+                subscribers.setdefault(topic, []).append(cid)
     topics = sorted(subscribers)
     forest = _UnionFind(topics)
 
@@ -62,9 +68,9 @@ def build_groups(state: GroupState, members: Sequence[MemberState]) -> tuple[Tas
         counts = {topic: state.topics[topic] for topic in declared}
         if len(set(counts.values())) > 1:
             raise CopartitioningError(counts)
-        subscribed = [topic for topic in declared if topic in subscribers]
-        for topic in subscribed[1:]:
-            forest.union(subscribed[0], topic)
+        subscribed_topics = [topic for topic in declared if topic in subscribers]
+        for topic in subscribed_topics[1:]:
+            forest.union(subscribed_topics[0], topic)
 
     components: dict[str, list[str]] = {}
     for topic in topics:
@@ -72,12 +78,16 @@ def build_groups(state: GroupState, members: Sequence[MemberState]) -> tuple[Tas
 
     groups: list[TaskGroup] = []
     for index, group_topics in enumerate(sorted(components.values())):
-        eligible = set(subscribers[group_topics[0]])
+        eligible_classes = set(subscribers[group_topics[0]])
         for topic in group_topics[1:]:
-            eligible.intersection_update(subscribers[topic])
+            eligible_classes.intersection_update(subscribers[topic])
+        eligible: list[int] = []
+        for cid in sorted(eligible_classes):
+            eligible.extend(classes[class_topics[cid]])
         if not eligible:
             listing = ", ".join(
-                f"{topic!r} (subscribed by {len(subscribers[topic])} members)"
+                f"{topic!r} (subscribed by "
+                f"{sum(len(classes[class_topics[c]]) for c in subscribers[topic])} members)"
                 for topic in group_topics
             )
             raise InvalidGroupStateError(

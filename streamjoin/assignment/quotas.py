@@ -359,9 +359,7 @@ def _complete(groups: Sequence[_Group], rounding: _Rounding) -> bool:
             heapq.heappush(spare, s_entry)
         while want:
             # the greedy got stuck: search an augmenting path through any cell
-            if not rounding.augment(
-                lambda gi: [m for m in groups[gi].demand.eligible if groups[gi].can_round_up(m)]
-            ):
+            if not rounding.augment(lambda gi: _up_candidates(groups[gi])):
                 break
             want = g.ups - rounding.filled[g.index]
         if want:
@@ -378,3 +376,10 @@ def _complete(groups: Sequence[_Group], rounding: _Rounding) -> bool:
             needy = [(used[m] - lo[m], m, m) for m in range(len(lo)) if used[m] < lo[m]]
             heapq.heapify(needy)
     return relaxed
+
+
+def _up_candidates(group: _Group) -> Sequence[int]:
+    """Members whose share of ``group`` may round up."""
+    if group.uniform:
+        return group.demand.eligible if group.ups else ()
+    return [m for m in group.demand.eligible if group.can_round_up(m)]
