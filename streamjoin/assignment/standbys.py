@@ -62,17 +62,19 @@ def place_standbys(
             placed.append([() for _ in range(group.partitions)])
             continue
         room = dict(quota)
-        group_racks = {racks[m] for m in group.eligible}
         chosen: list[list[int]] = [[] for _ in range(group.partitions)]
-        # 1. sticky: keep standbys members hold (or have state for), best first
+        # 1. sticky: keep standbys members hold (or have state for): a fresh
+        #    rack first, then the most caught up
         for p, o in enumerate(owner):
             task = (group.index, p)
             candidates = [m for _, m in history.warm.get(task, ())]
             candidates += [m for m in history.standby_holders.get(task, ()) if m not in candidates]
+            rank = {m: i for i, m in enumerate(candidates)}
+            candidates.sort(key=lambda m, o=o: (racks[m] == racks[o], rank[m]))  # type: ignore[misc]
             for m in candidates:
                 if len(chosen[p]) >= counts[p]:
                     break
-                if room.get(m, 0) > 0 and _fits(m, o, chosen[p], hosts, racks, len(group_racks)):
+                if room.get(m, 0) > 0 and _fits(m, o, chosen[p], hosts):
                     chosen[p].append(m)
                     room[m] -= 1
         # 2. fill: most remaining room first, preferring racks not yet used
@@ -103,20 +105,9 @@ def place_standbys(
     return placed, relaxed
 
 
-def _fits(
-    m: int,
-    owner: int,
-    chosen: Sequence[int],
-    hosts: Sequence[str],
-    racks: Sequence[str | None],
-    rack_count: int,
-) -> bool:
+def _fits(m: int, owner: int, chosen: Sequence[int], hosts: Sequence[str]) -> bool:
     """May ``m`` hold a standby of a task owned by ``owner`` (sticky pass)?"""
-    if hosts[m] == hosts[owner] or any(hosts[c] == hosts[m] for c in chosen):
-        return False
-    used = {racks[owner], *(racks[c] for c in chosen)}
-    # keep a standby on a used rack only while there are no unused racks left
-    return racks[m] not in used or len(used) >= rack_count
+    return hosts[m] != hosts[owner] and all(hosts[c] != hosts[m] for c in chosen)
 
 
 def _pick(

@@ -1,0 +1,238 @@
+"""Invariant checks and an independent optimum for the assignment core's tests.
+
+Everything here re-derives the contract of DESIGN.md ("Assignment: the
+contract") from the input document and the output alone; it never calls into
+the core's placement code, so a bug there cannot hide itself.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import defaultdict
+from fractions import Fraction
+from typing import Any
+
+import networkx as nx
+
+Doc = dict[str, Any]
+
+
+def task_groups(doc: Doc) -> list[dict[str, Any]]:
+    """Recompute the task groups: same count + same subscribers, merged with declared groups."""
+    globals_ = set(doc.get("global_changelogs", []))
+    subs: dict[str, frozenset[str]] = {}
+    for m in doc["members"]:
+        for t in m["topics"]:
+            if t not in globals_:
+                subs[t] = subs.get(t, frozenset()) | {m["id"]}
+    parent = {t: t for t in subs}
+
+    def find(t: str) -> str:
+        while parent[t] != t:
+            t = parent[t]
+        return t
+
+    def union(a: str, b: str) -> None:
+        parent[find(a)] = find(b)
+
+    for a, b in itertools.combinations(sorted(subs), 2):
+        if doc["topics"][a] == doc["topics"][b] and subs[a] == subs[b]:
+            union(a, b)
+    for declared in doc.get("copartition", []):
+        present = [t for t in declared if t in subs]
+        for t in present[1:]:
+            union(present[0], t)
+    comps: dict[str, list[str]] = defaultdict(list)
+    for t in sorted(subs):
+        comps[find(t)].append(t)
+    groups = []
+    for topics in sorted(comps.values()):
+        eligible = frozenset.intersection(*(subs[t] for t in topics))
+        groups.append(
+            {
+                "topics": topics,
+                "partitions": doc["topics"][topics[0]],
+                "changelogs": [t for t in topics if t in set(doc.get("changelogs", []))],
+                "eligible": sorted(eligible),
+            }
+        )
+    return groups
+
+
+def owners_of(doc: Doc, out: Doc, groups: list[dict[str, Any]]) -> list[list[str]]:
+    """The single owner of every task; fails on co-partitioning violations."""
+    assignment = out["assignment"]
+    result = []
+    for g in groups:
+        owners: list[str] = []
+        for p in range(g["partitions"]):
+            holders = {
+                mid
+                for mid, a in assignment.items()
+                for t in g["topics"]
+                if p in a["actives"].get(t, [])
+            }
+            assert len(holders) == 1, f"task {g['topics']}[{p}] owned by {sorted(holders)}"
+            (owner,) = holders
+            for t in g["topics"]:
+                assert p in assignment[owner]["actives"].get(t, []), (
+                    f"{owner} misses {t}[{p}] of its task (co-partitioning broken)"
+                )
+            assert owner in g["eligible"]
+            owners.append(owner)
+        result.append(owners)
+    return result
+
+
+def _shares(doc: Doc, groups: list[dict[str, Any]], totals: list[int]) -> dict[str, Any]:
+    cap = {m["id"]: m.get("capacity", 1) for m in doc["members"]}
+    per_group = []
+    total_share: dict[str, Fraction] = defaultdict(Fraction)
+    for g, t in zip(groups, totals, strict=True):
+        c = sum(cap[m] for m in g["eligible"])
+        shares = {m: Fraction(t * cap[m], c) for m in g["eligible"]}
+        per_group.append(shares)
+        for m, s in shares.items():
+            total_share[m] += s
+    return {"per_group": per_group, "total": total_share}
+
+
+def check_balanced(
+    doc: Doc, groups: list[dict[str, Any]], counts: list[dict[str, int]], totals: list[int]
+) -> None:
+    """Every count is floor or ceil of its fair share, per group and in total."""
+    shares = _shares(doc, groups, totals)
+    total_count: dict[str, int] = defaultdict(int)
+    for g, share, c in zip(groups, shares["per_group"], counts, strict=True):
+        for m, s in share.items():
+            n = c.get(m, 0)
+            assert math.floor(s) <= n <= math.ceil(s), (
+                f"{m} has {n} of {g['topics']} but its share is {float(s):.2f}"
+            )
+            total_count[m] += n
+    for m, s in shares["total"].items():
+        n = total_count[m]
+        assert math.floor(s) <= n <= math.ceil(s), f"{m} has {n} in total, share {float(s):.2f}"
+
+
+def fenced_previous(doc: Doc, groups: list[dict[str, Any]]) -> dict[tuple[int, int], str]:
+    """Previous owner of every task after generation fencing."""
+    claims: dict[tuple[int, int], list[tuple[int, str]]] = defaultdict(list)
+    for m in doc["members"]:
+        if m.get("generation") is None:
+            continue
+        for gi, g in enumerate(groups):
+            if m["id"] not in g["eligible"]:
+                continue
+            parts: set[int] = set()
+            for t in g["topics"]:
+                parts |= set(m.get("actives", {}).get(t, []))
+            for p in parts:
+                if p < g["partitions"]:
+                    claims[(gi, p)].append((m["generation"], m["id"]))
+    owner = {}
+    for task, cs in claims.items():
+        top = max(gen for gen, _ in cs)
+        winners = {mid for gen, mid in cs if gen == top}
+        if len(winners) == 1:
+            owner[task] = winners.pop()
+    return owner
+
+
+def minimum_moves(doc: Doc, groups: list[dict[str, Any]]) -> int:
+    """Fewest owner changes any balanced assignment needs (min-cost flow, networkx)."""
+    prev = fenced_previous(doc, groups)
+    held: dict[tuple[int, str], int] = defaultdict(int)
+    for (gi, _), m in prev.items():
+        held[(gi, m)] += 1
+    totals = [g["partitions"] for g in groups]
+    shares = _shares(doc, groups, totals)
+    graph = nx.DiGraph()
+    keep_floor = 0
+    ups_total = 0
+    floor_rows: dict[str, int] = defaultdict(int)
+    for gi, share in enumerate(shares["per_group"]):
+        ups = totals[gi] - sum(math.floor(s) for s in share.values())
+        ups_total += ups
+        graph.add_edge("S", ("g", gi), capacity=ups, weight=0)
+        for m, s in share.items():
+            f = math.floor(s)
+            floor_rows[m] += f
+            keep_floor += min(held[(gi, m)], f)
+            if s != f:
+                gain = 1 if held[(gi, m)] > f else 0
+                graph.add_edge(("g", gi), ("m", m), capacity=1, weight=-gain)
+    lo_sum = 0
+    for m, s in shares["total"].items():
+        lo = math.floor(s) - floor_rows[m]
+        hi = math.ceil(s) - floor_rows[m]
+        lo_sum += lo
+        graph.add_edge(("m", m), "T", capacity=lo, weight=0)
+        if hi > lo:
+            graph.add_edge(("m", m), "X", capacity=hi - lo, weight=0)
+    graph.add_edge("X", "T", capacity=ups_total - lo_sum, weight=0)
+    flow = nx.max_flow_min_cost(graph, "S", "T")
+    assert sum(flow["S"].values()) == ups_total, "no balanced rounding exists?"
+    gain = -nx.cost_of_flow(graph, flow)
+    return len(prev) - keep_floor - gain
+
+
+def moves(doc: Doc, groups: list[dict[str, Any]], owners: list[list[str]]) -> int:
+    prev = fenced_previous(doc, groups)
+    return sum(1 for (gi, p), m in prev.items() if owners[gi][p] != m)
+
+
+def check_all(doc: Doc, out: Doc) -> list[list[str]]:
+    """Check invariants 1-4 and the standby rules; return the owners."""
+    groups = task_groups(doc)
+    members = {m["id"]: m for m in doc["members"]}
+    assert set(out["assignment"]) == set(members)
+    owners = owners_of(doc, out, groups)
+    counts = [dict(collections_count(o)) for o in owners]
+    check_balanced(doc, groups, counts, [g["partitions"] for g in groups])
+    assert moves(doc, groups, owners) == minimum_moves(doc, groups)
+    check_standbys(doc, out, groups, owners)
+    for topic in doc.get("global_changelogs", []):
+        for mid, m in members.items():
+            if topic in m["topics"]:
+                assert out["assignment"][mid]["actives"][topic] == list(range(doc["topics"][topic]))
+    return owners
+
+
+def collections_count(items: list[str]) -> dict[str, int]:
+    out: dict[str, int] = defaultdict(int)
+    for x in items:
+        out[x] += 1
+    return out
+
+
+def check_standbys(
+    doc: Doc, out: Doc, groups: list[dict[str, Any]], owners: list[list[str]]
+) -> None:
+    members = {m["id"]: m for m in doc["members"]}
+    host = {mid: m.get("host", mid) for mid, m in members.items()}
+    replicas = doc.get("standby_replicas", 0)
+    for gi, g in enumerate(groups):
+        for p in range(g["partitions"]):
+            holders = sorted(
+                mid
+                for mid, a in out["assignment"].items()
+                if any(p in a["standbys"].get(t, []) for t in g["changelogs"])
+            )
+            for t in g["changelogs"]:
+                assert holders == sorted(
+                    mid for mid, a in out["assignment"].items() if p in a["standbys"].get(t, [])
+                ), "a standby must cover all changelogs of its task"
+            owner = owners[gi][p]
+            if not g["changelogs"]:
+                assert holders == []
+                continue
+            other_hosts = {host[m] for m in g["eligible"]} - {host[owner]}
+            expected = min(replicas, len(g["eligible"]) - 1, len(other_hosts))
+            assert len(holders) == expected, f"task {gi}/{p}: {holders}, expected {expected}"
+            assert owner not in holders
+            assert host[owner] not in {host[h] for h in holders}, "standby on the active's host"
+            assert len({host[h] for h in holders}) == len(holders), "two standbys on one host"
+            for h in holders:
+                assert h in g["eligible"]

@@ -1,0 +1,250 @@
+"""Property tests: invariants 1-8 of DESIGN.md on random group states, and churn."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from invariants import check_all, minimum_moves, moves, owners_of, task_groups
+
+from streamjoin.assignment import assign_document
+
+Doc = dict[str, Any]
+
+
+@st.composite
+def group_states(draw: st.DrawFn) -> Doc:
+    """A random group: 1-4 topic groups, 1-7 members, optional history."""
+    topics: dict[str, int] = {}
+    copartition: list[list[str]] = []
+    changelogs: list[str] = []
+    for gi in range(draw(st.integers(1, 4))):
+        count = draw(st.integers(1, 12))
+        names = [f"t{gi}{chr(97 + i)}" for i in range(draw(st.integers(1, 3)))]
+        for name in names:
+            topics[name] = count
+        if len(names) > 1 and draw(st.booleans()):
+            copartition.append(names)
+        if draw(st.booleans()):
+            changelogs.append(f"t{gi}-changelog")
+            topics[f"t{gi}-changelog"] = count
+    global_changelogs = ["global-changelog"] if draw(st.booleans()) else []
+    for t in global_changelogs:
+        topics[t] = draw(st.integers(1, 4))
+    all_topics = sorted(topics)
+    n_members = draw(st.integers(1, 7))
+    n_hosts = draw(st.integers(1, n_members))
+    n_racks = draw(st.integers(1, 3))
+    uniform_caps = draw(st.booleans())
+    heterogeneous = draw(st.integers(0, 4)) == 0
+    members = []
+    for i in range(n_members):
+        subscribed = all_topics
+        if heterogeneous and i > 0:
+            subscribed = sorted(draw(st.sets(st.sampled_from(all_topics), min_size=1)))
+        member: dict[str, Any] = {
+            "id": f"w{draw(st.integers(0, 99)):02d}-{i}",
+            "topics": subscribed,
+            "host": f"h{i % n_hosts}",
+            "rack": f"r{i % n_racks}",
+            "capacity": 1 if uniform_caps else draw(st.integers(1, 3)),
+        }
+        if draw(st.booleans()):
+            member["generation"] = draw(st.integers(0, 3))
+            member["actives"] = {
+                t: sorted(draw(st.sets(st.integers(0, topics[t] - 1), max_size=topics[t])))
+                for t in subscribed
+                if draw(st.booleans())
+            }
+            member["standbys"] = {
+                t: sorted(draw(st.sets(st.integers(0, topics[t] - 1), max_size=3)))
+                for t in changelogs
+                if t in subscribed and draw(st.booleans())
+            }
+            member["offsets"] = {
+                t: {
+                    str(p): draw(st.integers(0, 50))
+                    for p in range(topics[t])
+                    if draw(st.booleans())
+                }
+                for t in changelogs
+                if t in subscribed
+            }
+        members.append(member)
+    # ids must be unique
+    for i, m in enumerate(members):
+        m["id"] = f"{m['id']}-{i}"
+    return {
+        "topics": topics,
+        "copartition": copartition,
+        "changelogs": changelogs,
+        "global_changelogs": global_changelogs,
+        "standby_replicas": draw(st.integers(0, 2)),
+        "acceptable_recovery_lag": draw(st.integers(0, 30)),
+        "members": members,
+    }
+
+
+def _eligible_everywhere(doc: Doc) -> bool:
+    """No group without an eligible member (the core rejects those)."""
+    try:
+        groups = task_groups(doc)
+    except ValueError:
+        return False
+    return all(g["eligible"] for g in groups)
+
+
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(group_states())
+def test_invariants_hold_on_random_groups(doc: Doc) -> None:
+    out = assign_document(doc)
+    check_all(doc, out)
+
+
+@SETTINGS
+@given(group_states(), st.randoms(use_true_random=False))
+def test_member_order_does_not_matter(doc: Doc, rnd: random.Random) -> None:
+    first = assign_document(doc)
+    shuffled = dict(doc, members=rnd.sample(doc["members"], len(doc["members"])))
+    assert assign_document(shuffled)["assignment"] == first["assignment"]
+
+
+@SETTINGS
+@given(group_states())
+def test_reassigning_a_stable_assignment_moves_nothing(doc: Doc) -> None:
+    out = assign_document(doc)
+    again = _feed_back(doc, out)
+    second = assign_document(again)
+    assert second["stats"]["moved"] == 0
+    if out["stats"]["relaxed_balance"]:
+        # hosts left no balanced standby placement: only actives must stay put
+        for mid, owned in out["assignment"].items():
+            assert second["assignment"][mid]["actives"] == owned["actives"]
+    else:
+        assert second["assignment"] == out["assignment"]
+
+
+def _feed_back(doc: Doc, out: Doc) -> Doc:
+    """The state members report after running ``out`` for a while."""
+    members = []
+    for m in doc["members"]:
+        owned = out["assignment"][m["id"]]
+        offsets: dict[str, dict[str, int]] = {}
+        for kind in ("actives", "standbys"):
+            for t, parts in owned[kind].items():
+                if t in doc.get("changelogs", []):
+                    offsets.setdefault(t, {}).update({str(p): 100 for p in parts})
+        members.append(
+            dict(
+                m,
+                generation=out["generation"],
+                actives=owned["actives"],
+                standbys=owned["standbys"],
+                offsets=offsets,
+            )
+        )
+    return dict(doc, members=members)
+
+
+def _churn_step(doc: Doc, out: Doc, rnd: random.Random, serial: int) -> tuple[Doc, str]:
+    """Apply one random event to the state members would report after ``out``."""
+    nxt = _feed_back(doc, out)
+    members = nxt["members"]
+    all_topics = sorted(doc["topics"])
+    event = rnd.choice(
+        ["join", "leave", "crash", "restart-stale", "duplicate", "capacity", "rack", "host"]
+    )
+    if event == "join" or len(members) < 2:
+        event = "join"
+        members.append(
+            {
+                "id": f"n{serial:04d}",
+                "topics": all_topics,
+                "host": f"h{rnd.randrange(6)}",
+                "rack": f"r{rnd.randrange(3)}",
+            }
+        )
+    elif event in ("leave", "crash"):
+        members.pop(rnd.randrange(len(members)))
+    elif event == "restart-stale":
+        # a restarted worker reports its assignment from an older generation,
+        # including tasks someone else owns by now
+        victim = members[rnd.randrange(len(members))]
+        other = members[rnd.randrange(len(members))]
+        merged = {
+            t: sorted(set(victim["actives"].get(t, [])) | set(p))
+            for t, p in other["actives"].items()
+        }
+        victim.update(generation=max(0, out["generation"] - 2), actives=merged)
+    elif event == "duplicate":
+        a, b = rnd.sample(range(len(members)), 2)
+        members[b]["actives"] = {
+            t: sorted(set(members[b]["actives"].get(t, [])) | set(p))
+            for t, p in members[a]["actives"].items()
+        }
+    elif event == "capacity":
+        rnd.choice(members)["capacity"] = rnd.randint(1, 3)
+    elif event == "rack":
+        rnd.choice(members)["rack"] = f"r{rnd.randrange(3)}"
+    else:
+        rnd.choice(members)["host"] = f"h{rnd.randrange(6)}"
+    return nxt, event
+
+
+def test_churn_keeps_every_invariant_every_round() -> None:
+    rnd = random.Random(20261122)
+    topics = {"imp": 12, "clk": 12, "imp-changelog": 12, "agg": 5, "agg-changelog": 5, "g": 3}
+    doc: Doc = {
+        "topics": topics,
+        "copartition": [["imp", "clk"]],
+        "changelogs": ["imp-changelog", "agg-changelog"],
+        "global_changelogs": ["g"],
+        "standby_replicas": 1,
+        "acceptable_recovery_lag": 50,
+        "members": [
+            {"id": f"w{i}", "topics": sorted(topics), "host": f"h{i}", "rack": f"r{i % 2}"}
+            for i in range(4)
+        ],
+    }
+    events: dict[str, int] = {}
+    out = assign_document(doc)
+    for serial in range(220):
+        doc, event = _churn_step(doc, out, rnd, serial)
+        events[event] = events.get(event, 0) + 1
+        out = assign_document(doc)
+        check_all(doc, out)
+        shuffled = dict(doc, members=rnd.sample(doc["members"], len(doc["members"])))
+        assert assign_document(shuffled)["assignment"] == out["assignment"], f"round {serial}"
+    assert len(events) == 8, events  # every kind of event happened
+
+
+def test_moves_equal_the_minimum_on_a_joining_member() -> None:
+    """faust issue #93: a 9th member must get its share, with the fewest moves."""
+    topics = {"imp": 64, "clk": 64, "imp-changelog": 64, "clk-changelog": 64}
+    doc: Doc = {
+        "topics": topics,
+        "copartition": [["imp", "clk"]],
+        "changelogs": ["imp-changelog", "clk-changelog"],
+        "standby_replicas": 1,
+        "members": [{"id": f"w{i}", "topics": sorted(topics)} for i in range(8)],
+    }
+    out = assign_document(doc)
+    nxt = _feed_back(doc, out)
+    nxt["members"].append({"id": "w8", "topics": sorted(topics)})
+    second = assign_document(nxt)
+    groups = task_groups(nxt)
+    owners = owners_of(nxt, second, groups)
+    assert owners[0].count("w8") == 7  # 64 / 9 -> 7 or 8, and 8 members already at 8
+    assert moves(nxt, groups, owners) == minimum_moves(nxt, groups) == 7
+    check_all(nxt, second)
+
+
+def test_output_is_json_serialisable() -> None:
+    doc: Doc = {"topics": {"a": 2}, "members": [{"id": "x", "topics": ["a"]}]}
+    json.dumps(assign_document(doc))

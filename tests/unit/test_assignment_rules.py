@@ -1,0 +1,226 @@
+"""Targeted tests: fencing, co-partitioning errors, warm first, racks, capacity, CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from invariants import check_all, owners_of, task_groups
+
+from streamjoin.assignment import CopartitioningError, InvalidGroupStateError, assign_document
+
+Doc = dict[str, Any]
+JOIN = {"imp": 6, "clk": 6, "imp-changelog": 6}
+
+
+def _member(mid: str, **extra: Any) -> dict[str, Any]:
+    return {"id": mid, "topics": sorted(JOIN), **extra}
+
+
+def _doc(*members: dict[str, Any], **extra: Any) -> Doc:
+    return {
+        "topics": dict(JOIN),
+        "copartition": [["imp", "clk"]],
+        "changelogs": ["imp-changelog"],
+        "members": list(members),
+        **extra,
+    }
+
+
+def _owned(out: Doc, mid: str) -> list[int]:
+    return out["assignment"][mid]["actives"].get("imp", [])
+
+
+def test_highest_generation_wins_a_conflicting_claim() -> None:
+    doc = _doc(
+        _member("a", generation=5, actives={"imp": [0, 1, 2], "clk": [0, 1, 2]}),
+        _member("b", generation=4, actives={"imp": [0, 3, 4, 5], "clk": [0, 3, 4, 5]}),
+    )
+    out = assign_document(doc)
+    assert _owned(out, "a") == [0, 1, 2]
+    assert _owned(out, "b") == [3, 4, 5]
+    assert out["stats"]["fenced_claims"] == 1
+    assert out["generation"] == 6
+    check_all(doc, out)
+
+
+def test_equal_generation_conflict_is_dropped_from_all_claimants() -> None:
+    doc = _doc(
+        _member("a", generation=5, actives={"imp": [0, 1, 2]}),
+        _member("b", generation=5, actives={"imp": [2, 3, 4]}),
+    )
+    out = assign_document(doc)
+    assert out["stats"]["contested"] == 1
+    assert out["stats"]["previously_owned"] == 4  # 0,1 by a; 3,4 by b; 2 by nobody
+    check_all(doc, out)
+
+
+def test_member_without_generation_claims_nothing() -> None:
+    doc = _doc(_member("a", actives={"imp": [0, 1, 2, 3, 4, 5]}), _member("b"))
+    out = assign_document(doc)
+    assert out["stats"]["previously_owned"] == 0
+
+
+def test_copartitioning_error_names_every_topic_and_the_fix() -> None:
+    doc = _doc(_member("a"))
+    doc["topics"]["clk"] = 4
+    with pytest.raises(CopartitioningError) as caught:
+        assign_document(doc)
+    message = str(caught.value)
+    assert "'clk' has 4" in message and "'imp' has 6" in message
+    assert "same number of partitions" in message and "6 partitions each" in message
+
+
+@pytest.mark.parametrize(
+    ("mutate", "needle"),
+    [
+        (lambda d: d["topics"].update(imp=-1), "topics.imp: must be at least 1"),
+        (lambda d: d["members"][0]["topics"].append("nope"), "unknown topic 'nope'"),
+        (lambda d: d["members"][0].update(topics=[]), "subscribes to nothing"),
+        (lambda d: d["members"].append(dict(d["members"][0])), "appears twice"),
+        (lambda d: d["members"][0].update(capacity=0), "capacity: must be at least 1"),
+        (lambda d: d.update(standby_replicas="1"), "standby_replicas: expected an integer"),
+        (lambda d: d.update(member=[]), "unknown field(s) ['member']"),
+        (lambda d: d.update(members=[]), "no members"),
+    ],
+)
+def test_bad_documents_are_rejected_with_the_field_named(mutate: Any, needle: str) -> None:
+    doc = _doc(_member("a"))
+    mutate(doc)
+    with pytest.raises(InvalidGroupStateError) as caught:
+        assign_document(doc)
+    assert needle in str(caught.value)
+
+
+def test_orphaned_tasks_go_to_the_most_caught_up_standby() -> None:
+    # "gone" owned 0-2; b and c both hold standbys of them, b is further along
+    offsets_b = {"imp-changelog": {"0": 90, "1": 100, "2": 100}}
+    offsets_c = {"imp-changelog": {"0": 100, "1": 40, "2": 10}}
+    doc = _doc(
+        _member(
+            "b",
+            generation=3,
+            actives={"imp": [3, 4]},
+            standbys={"imp-changelog": [0, 1, 2]},
+            offsets=offsets_b,
+        ),
+        _member(
+            "c",
+            generation=3,
+            actives={"imp": [5]},
+            standbys={"imp-changelog": [0, 1, 2]},
+            offsets=offsets_c,
+        ),
+        acceptable_recovery_lag=50,
+    )
+    out = assign_document(doc)
+    # quotas: 3 each; b keeps 3,4 and has room for one, c keeps 5 and has room for two
+    assert _owned(out, "b") == [1, 3, 4]  # task 1: b has lag 0, c lag 60 (> 50)
+    assert _owned(out, "c") == [0, 2, 5]  # task 0: c lag 0; task 2: b full, c cold-ish
+    assert out["stats"]["warm_promotions"] == 2
+
+
+def test_standbys_avoid_the_active_host_and_spread_over_racks() -> None:
+    members = [
+        _member("a1", host="host-a", rack="z1"),
+        _member("a2", host="host-a", rack="z1"),
+        _member("b1", host="host-b", rack="z2"),
+        _member("c1", host="host-c", rack="z2"),
+    ]
+    doc = _doc(*members, standby_replicas=1)
+    out = assign_document(doc)
+    owners = check_all(doc, out)[0]
+    rack = {m["id"]: m["rack"] for m in members}
+    for p, owner in enumerate(owners):
+        holders = [
+            m for m, a in out["assignment"].items() if p in a["standbys"].get("imp-changelog", [])
+        ]
+        assert len(holders) == 1
+        assert rack[holders[0]] != rack[owner], f"task {p}: standby on the active's rack"
+
+
+def test_capacity_weights_the_share() -> None:
+    doc = _doc(_member("big", capacity=2), _member("small"))
+    doc["topics"] = {t: 9 for t in JOIN}
+    out = assign_document(doc)
+    assert len(_owned(out, "big")) == 6 and len(_owned(out, "small")) == 3
+    check_all(doc, out)
+
+
+def test_global_changelog_goes_to_every_subscriber() -> None:
+    doc = _doc(_member("a", topics=[*sorted(JOIN), "g"]), _member("b"))
+    doc["topics"]["g"] = 3
+    doc["global_changelogs"] = ["g"]
+    out = assign_document(doc)
+    assert out["assignment"]["a"]["actives"]["g"] == [0, 1, 2]
+    assert "g" not in out["assignment"]["b"]["actives"]
+
+
+def test_balance_holds_within_every_group_and_in_total() -> None:
+    # faust's peer case: 10 topics with 1..10 partitions over 4 members
+    topics = {f"t{n}": n for n in range(1, 11)}
+    doc: Doc = {
+        "topics": topics,
+        "members": [{"id": f"w{i}", "topics": sorted(topics)} for i in range(4)],
+    }
+    out = assign_document(doc)
+    assert out["stats"]["active_spread"] <= 1 and out["stats"]["active_spread_per_group"] <= 1
+    groups = task_groups(doc)
+    owners = owners_of(doc, out, groups)
+    totals = {f"w{i}": sum(o.count(f"w{i}") for o in owners) for i in range(4)}
+    assert max(totals.values()) - min(totals.values()) <= 1
+
+
+HERE = Path(__file__).resolve().parent
+EXAMPLE = {
+    "topics": {"impressions": 8, "clicks": 8, "ads-impressions-changelog": 8},
+    "copartition": [["impressions", "clicks"]],
+    "changelogs": ["ads-impressions-changelog"],
+    "standby_replicas": 1,
+    "members": [
+        {"id": f"worker-{i}", "topics": ["impressions", "clicks", "ads-impressions-changelog"]}
+        for i in range(3)
+    ],
+}
+
+
+def _cli(*args: str, stdin: str, seed: str = "0") -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONHASHSEED=seed)
+    return subprocess.run(
+        [sys.executable, "-m", "streamjoin", "assign", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_cli_output_is_the_same_whatever_the_hash_seed() -> None:
+    text = json.dumps(EXAMPLE)
+    first = _cli(stdin=text, seed="1")
+    second = _cli(stdin=text, seed="4242")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == second.stdout
+    assert json.loads(first.stdout)["assignment"] == assign_document(EXAMPLE)["assignment"]
+
+
+def test_cli_explain_and_errors() -> None:
+    explained = _cli("--explain", stdin=json.dumps(EXAMPLE))
+    assert explained.returncode == 0
+    assert (
+        "active spread: total 0" in explained.stderr or "active spread: total 1" in explained.stderr
+    )
+    assert "minimum for a balanced assignment" in explained.stderr
+    bad = _cli(stdin="{not json")
+    assert bad.returncode == 2 and "not valid JSON" in bad.stderr and "Traceback" not in bad.stderr
+    unknown = _cli(
+        stdin=json.dumps({"topics": {"a": 1}, "members": [{"id": "x", "topics": ["b"]}]})
+    )
+    assert unknown.returncode == 2 and "unknown topic 'b'" in unknown.stderr
