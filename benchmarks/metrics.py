@@ -39,7 +39,8 @@ Moves and the minimum
     are not all subscribed to every group or capacities differ, the flow does not apply
     and the larger of two plain lower bounds is reported (per group:
     ``Σ min(p, f_g) + min(r_g, #{m: p > f_g})``; in total: ``Σ_m min(P_m, quota_m)``),
-    marked as a bound.
+    marked as a bound — unless the judged output is itself balanced and moves exactly
+    that many tasks, which proves the bound is reached.
 
 Warm and cold
     Of the moved stateful tasks, *warm* ones land on a member that held a standby of the
@@ -325,6 +326,7 @@ def evaluate(
             )
     has_standbys = any(g.stateful for g in lay.groups) and lay.standby_replicas > 0
     active_values = [totals.get(m, 0) for m in lay.members]
+    standby_values = [standby_totals.get(m, 0) for m in lay.members]
     figures: dict[str, Any] = {
         "members": len(lay.members),
         "groups": len(lay.groups),
@@ -338,18 +340,30 @@ def evaluate(
             spread(standby_totals, lay.members, lay.capacity) if has_standbys else None
         ),
         "standby_spread_group_max": standby_group_spread if has_standbys else None,
+        "standby_min": min(standby_values, default=0),
+        "standby_max": max(standby_values, default=0),
         "violations": {k: v for k, v in sorted(violations.items()) if v},
     }
     if previous is not None:
         figures.update(_rebalance_figures(lay, now, placement(lay, previous), joiner))
+        balanced = figures["spread_total"] <= 1 and figures["spread_group_max"] <= 1
+        owned = not any(violations[k] for k in OWNERSHIP_VIOLATIONS)
+        if balanced and owned and figures["moved"] == figures["min_moves"]:
+            # The output itself is a balanced assignment reaching the lower bound.
+            figures["min_moves_exact"] = True
     return figures
+
+
+#: Violations that make an output unusable as a witness of a balanced assignment.
+OWNERSHIP_VIOLATIONS = ("split_tasks", "missing_tps", "duplicate_tps", "unsubscribed",
+                        "unknown_tps")
 
 
 def _rebalance_figures(
     lay: Layout, now: Placement, before: Placement, joiner: str | None
 ) -> dict[str, Any]:
     members = set(lay.members)
-    moved = forced = warm = warm_possible = cold = cold_with_standby = 0
+    moved = forced = warm = warm_possible = cold = cold_with_standby = cold_to_joiner = 0
     for index, group in enumerate(lay.groups):
         for p in range(group.partitions):
             old = before.owner[index][p]
@@ -371,6 +385,8 @@ def _rebalance_figures(
                 cold += 1
                 if surviving:
                     cold_with_standby += 1
+                if new is not None and new == joiner:
+                    cold_to_joiner += 1
     minimum, exact = minimum_moves(lay, before)
     figures: dict[str, Any] = {
         "moved": moved,
@@ -381,6 +397,7 @@ def _rebalance_figures(
         "warm_possible": warm_possible,
         "cold": cold,
         "cold_with_standby": cold_with_standby,
+        "cold_to_joiner": cold_to_joiner,
     }
     if joiner is not None:
         total = sum(1 for rows in now.owner for owner in rows if owner == joiner)
@@ -525,6 +542,7 @@ class _ExtrasFlow:
     ) -> None:
         self.extras = extras
         self.members = members
+        self.gains = [set(edges) for edges in gain_edges]
         self.per_member = per_member
         self.overflow = overflow
         groups = len(extras)
@@ -593,17 +611,24 @@ class _ExtrasFlow:
         return 0
 
     def complete(self) -> bool:
-        """Deal the remaining extra slots out; True when a balanced completion exists."""
-        used: list[set[int]] = []
+        """Deal the remaining extra slots out; True when a balanced completion was found.
+
+        Greedy: groups with the most unfilled slots first, each taking the members with
+        the most room that do not hold one of its slots yet.  When only members already
+        in the group have room, a swap keeps the gain: a member ``x`` holding a slot of
+        another group ``h`` moves to this group and the member with room takes ``h``'s
+        slot, provided ``x`` loses no gain by it.  False means "not found", not
+        "impossible".
+        """
+        groups = len(self.extras)
+        used: list[set[int]] = [set() for _ in range(groups)]
         taken = [0] * self.members
-        for g in range(len(self.extras)):
-            mine: set[int] = set()
+        for g in range(groups):
             for e in self.head[3 + g]:
                 node = self.to[e]
                 if node >= self.first_member and e % 2 == 0 and self.cap[e] == 0:
-                    mine.add(node - self.first_member)
+                    used[g].add(node - self.first_member)
                     taken[node - self.first_member] += 1
-            used.append(mine)
         top_needed = self.overflow - sum(1 for t in taken if t == self.per_member + 1)
         room: list[int] = []
         for m in range(self.members):
@@ -614,28 +639,53 @@ class _ExtrasFlow:
                 target += 1
                 top_needed -= 1
             room.append(target - taken[m])
+        # Entries are (−room, member); an entry is stale once the member's room changed.
         heap = [(-r, m) for m, r in enumerate(room) if r > 0]
         heapq.heapify(heap)
-        order = sorted(range(len(self.extras)), key=lambda g: -(self.extras[g] - len(used[g])))
+        order = sorted(range(groups), key=lambda g: (len(used[g]) - self.extras[g], g))
         for g in order:
             need = self.extras[g] - len(used[g])
             skipped: list[tuple[int, int]] = []
-            chosen: list[tuple[int, int]] = []
             while need and heap:
                 r, m = heapq.heappop(heap)
+                if -r != room[m]:
+                    continue
                 if m in used[g]:
                     skipped.append((r, m))
                     continue
-                chosen.append((r + 1, m))
+                used[g].add(m)
+                room[m] -= 1
                 need -= 1
+                if room[m]:
+                    heapq.heappush(heap, (-room[m], m))
             for item in skipped:
                 heapq.heappush(heap, item)
-            for r, m in chosen:
-                if r < 0:
-                    heapq.heappush(heap, (r, m))
-            if need:
-                return False
-        return not heap
+            while need:
+                member = self._swap_into(g, used, room)
+                if member is None:
+                    return False
+                need -= 1
+                if room[member]:
+                    heapq.heappush(heap, (-room[member], member))
+        return not any(room)
+
+    def _swap_into(self, g: int, used: list[set[int]], room: list[int]) -> int | None:
+        for spare in range(self.members):
+            if room[spare] <= 0:
+                continue
+            for h in range(len(self.extras)):
+                if h == g or spare in used[h]:
+                    continue
+                for x in sorted(used[h]):
+                    if x in used[g]:
+                        continue
+                    if x in self.gains[g] or x not in self.gains[h]:
+                        used[h].discard(x)
+                        used[h].add(spare)
+                        used[g].add(x)
+                        room[spare] -= 1
+                        return spare
+        return None
 
 
 def _bound_keep(lay: Layout, previous: list[Counter[str]]) -> int:

@@ -152,3 +152,13 @@ def test_scenarios_are_deterministic() -> None:
     second = scenario.rebalance_document(scenario.fresh_document(), previous)
     assert first == second
     assert scenarios.changed_member(fresh, first)[0] == "leave"
+
+
+def test_spread_is_capacity_weighted_when_capacities_differ() -> None:
+    document = tiny_document()
+    document["members"] = document["members"][:2]
+    document["members"][0] = {**document["members"][0], "capacity": 2}
+    weighted = output({"m1": task_map(0, 1, 2, 3), "m2": task_map(4, 5)})
+    assert metrics.evaluate(document, weighted)["spread_total"] == 0
+    skewed = output({"m1": task_map(0, 1), "m2": task_map(2, 3, 4, 5)})
+    assert metrics.evaluate(document, skewed)["spread_total"] == 3
