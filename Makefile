@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	touch $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check streamjoin tests benchmarks examples
+	$(BIN)/ruff check streamjoin tests benchmarks
 	$(BIN)/mypy streamjoin/assignment streamjoin/errors.py
 
 test: lint
