@@ -98,7 +98,10 @@ def _run_child(spec_path: str) -> int:
     try:
         if spec["assignor"] == "faust":
             prepared = faust_peer.prepare(document, encode=bool(spec.get("encode")))
-            call = lambda: faust_peer.run(prepared)  # noqa: E731
+
+            def call() -> float:
+                return faust_peer.run(prepared)
+
         else:
             from streamjoin import assignment
 

@@ -117,9 +117,8 @@ def prepare(document: Mapping[str, Any], *, encode: bool = False) -> PreparedPee
     tables = PeerTableManager(
         document.get("changelogs", []), document.get("global_changelogs", [])
     )
-    assignor = PartitionAssignor(
-        PeerApp(tables), replicas=int(document.get("standby_replicas", 0))
-    )
+    app: Any = PeerApp(tables)
+    assignor = PartitionAssignor(app, replicas=int(document.get("standby_replicas", 0)))
     member_metadata: dict[str, Any] = {}
     generation = 0
     for member in document["members"]:
@@ -159,7 +158,7 @@ def prepare(document: Mapping[str, Any], *, encode: bool = False) -> PreparedPee
         prepared.captured["encode_s"] = time.perf_counter() - prepared.captured["assigned_at"]
         return encoded
 
-    assignor._protocol_assignments = hand_off
+    assignor._protocol_assignments = hand_off  # type: ignore[method-assign]
     return prepared
 
 

@@ -240,7 +240,9 @@ def placement(lay: Layout, output: Output) -> Placement:
         columns = [tp_owner.get(topic) for topic in group.topics]
         row: list[str | None] = []
         for p in range(group.partitions):
-            held = [column[p] for column in columns if column is not None and column[p]]
+            held: list[str] = [
+                owner for column in columns if column is not None and (owner := column[p])
+            ]
             violations["missing_tps"] += len(group.topics) - len(held)
             if not held:
                 row.append(None)
