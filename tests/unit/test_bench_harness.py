@@ -162,3 +162,56 @@ def test_spread_is_capacity_weighted_when_capacities_differ() -> None:
     assert metrics.evaluate(document, weighted)["spread_total"] == 0
     skewed = output({"m1": task_map(0, 1), "m2": task_map(2, 3, 4, 5)})
     assert metrics.evaluate(document, skewed)["spread_total"] == 3
+
+
+def _exhaustive_minimum(lay: metrics.Layout, before: metrics.Placement) -> int:
+    """Fewest moves by trying every choice of who gets each group's extra tasks."""
+    import itertools
+    from collections import Counter
+
+    members = list(lay.members)
+    count = len(members)
+    alive = set(members)
+    held = [Counter(m for m in rows if m in alive) for rows in before.owner]
+    had = sum(1 for rows in before.owner for m in rows if m is not None)
+    extra_total = sum(g.partitions % count for g in lay.groups)
+    per_member, overflow = divmod(extra_total, count)
+    states: dict[tuple[int, ...], int] = {tuple([0] * count): 0}
+    base = 0
+    for group, previous in zip(lay.groups, held, strict=True):
+        floor_, extra = divmod(group.partitions, count)
+        base += sum(min(previous[m], floor_) for m in members)
+        following: dict[tuple[int, ...], int] = {}
+        for state, value in states.items():
+            for chosen in itertools.combinations(range(count), extra):
+                nxt = list(state)
+                gain = 0
+                for j in chosen:
+                    nxt[j] += 1
+                    gain += previous[members[j]] > floor_
+                if max(nxt, default=0) <= per_member + 1:
+                    key = tuple(nxt)
+                    following[key] = max(following.get(key, -1), value + gain)
+        states = following
+    target = sorted([per_member] * (count - overflow) + [per_member + 1] * overflow)
+    best = max(v for s, v in states.items() if sorted(s) == target)
+    return had - base - best
+
+
+def test_minimum_moves_matches_exhaustive_search_on_random_groups() -> None:
+    import random
+
+    rng = random.Random(20261122)
+    for _ in range(60):
+        old = [f"m{i}" for i in range(rng.randint(2, 5))]
+        new = old[: rng.randint(1, len(old))] if rng.random() < 0.5 else [*old, "joiner"]
+        topics = {f"t{g}": c for g, c in enumerate(rng.sample(range(1, 12), rng.randint(1, 4)))}
+        document = {"topics": topics, "members": [{"id": m, "topics": sorted(topics)}
+                                                   for m in new]}
+        actives: dict[str, dict[str, list[int]]] = {m: {} for m in old}
+        for topic, partitions in topics.items():
+            for p in range(partitions):
+                actives[rng.choice(old)].setdefault(topic, []).append(p)
+        lay = metrics.layout(document)
+        before = metrics.placement(lay, output(actives))
+        assert metrics.minimum_moves(lay, before) == (_exhaustive_minimum(lay, before), True)
