@@ -275,6 +275,8 @@ def _public(result: Mapping[str, Any]) -> dict[str, Any]:
 def _time(entry: Mapping[str, Any]) -> str:
     status = entry.get("status")
     if status == "ok":
+        if entry["seconds"] < 0.1:
+            return f"{entry['seconds'] * 1000:.2f} ms"
         return f"{entry['seconds']:.3f} s"
     if status == "timeout":
         return f"> {entry['budget']:g} s (timed out)"
@@ -338,6 +340,10 @@ def _joiner(m: Mapping[str, Any]) -> str:
     low, high = m["joiner_fair"]
     fair = f"{low}" if low == high else f"{low}–{high}"
     return f"{m['joiner_tasks']} (fair {fair})"
+
+
+def _joiner_tasks(m: Mapping[str, Any]) -> str:
+    return str(m.get("joiner_tasks", "–"))
 
 
 def _warm(m: Mapping[str, Any]) -> str:
@@ -405,7 +411,8 @@ def render_scenario(name: str, figures: Mapping[str, Any]) -> str:
 def render_summary(results: Mapping[str, Any]) -> str:
     """One line per scenario: times, ratios, spreads and moves."""
     header = ("scenario", "sj fresh", "faust fresh", "ratio", "sj rebal", "faust rebal",
-              "ratio", "sj spread", "faust spread", "sj moves/min", "faust moves/min")
+              "ratio", "sj spread", "faust spread", "sj moves/min", "faust moves/min",
+              "joiner sj/faust")
     rows = [header]
     for name, figures in results.items():
         mine, peer = figures["streamjoin"], figures["faust"]
@@ -420,6 +427,9 @@ def render_summary(results: Mapping[str, Any]) -> str:
                     f"{_num(m['spread_group_max'])}"),
             _metric(mine["rebalance"], lambda m: f"{m['moved']}/{m['min_moves']}"),
             _metric(peer["rebalance"], lambda m: f"{m['moved']}/{m['min_moves']}"),
+            (f"{_metric(mine['rebalance'], _joiner_tasks)}/"
+             f"{_metric(peer['rebalance'], _joiner_tasks)}")
+            if figures["change"] == "join" else "n/a",
         ))
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     return "\n".join(
@@ -474,7 +484,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, figures in results.items():
         print(render_scenario(name, figures))
         print()
-    print("Summary (rebalance spread and moves)")
+    print("Summary (rebalance: spread total/worst group, moves/minimum, tasks of the joiner)")
     print(render_summary(results))
     if args.json:
         payload = {
