@@ -26,14 +26,13 @@ def place_actives(
     """Return the owner (member index) of every task, per group, and the moves."""
     owners: list[list[int]] = []
     moves: list[Move] = []
-    contested = frozenset(history.contested)
+    contested = history.contested
     for group, quota in zip(groups, quotas, strict=True):
         owner = [-1] * group.partitions
         room = dict(quota)
         held: dict[int, list[int]] = {}
-        for p in range(group.partitions):
-            previous = history.owner.get((group.index, p))
-            if previous is not None:
+        for p, previous in enumerate(history.owner[group.index]):
+            if previous >= 0:
                 held.setdefault(previous, []).append(p)
         released: dict[int, int] = {}
         for m in sorted(held):

@@ -51,10 +51,13 @@ def assign(state: GroupState) -> Assignment:
     history = read_history(members, groups)
     capacities = [m.capacity for m in members]
 
-    previous_counts: list[dict[int, int]] = [{} for _ in groups]
-    for (gi, _), m in history.owner.items():
-        counts = previous_counts[gi]
-        counts[m] = counts.get(m, 0) + 1
+    previous_counts: list[dict[int, int]] = []
+    for prev in history.owner:
+        counts: dict[int, int] = {}
+        for m in prev:
+            if m >= 0:
+                counts[m] = counts.get(m, 0) + 1
+        previous_counts.append(counts)
     demands = [Demand(g.partitions, g.eligible, previous_counts[g.index]) for g in groups]
     active_quotas = balanced_quotas(demands, capacities)
     owners, moves = place_actives(
@@ -64,8 +67,12 @@ def assign(state: GroupState) -> Assignment:
         groups, owners, history, members, state.standby_replicas, capacities
     )
     result = _render(state, members, groups, owners, standbys)
-    kept = sum(1 for (gi, p), m in history.owner.items() if owners[gi][p] == m)
-    minimum = len(history.owner) - sum(
+    owned = history.owned
+    kept = sum(
+        sum(1 for now, before in zip(new, prev, strict=True) if now == before)
+        for new, prev in zip(owners, history.owner, strict=True)
+    )
+    minimum = owned - sum(
         min(count, active_quotas.quotas[gi].get(m, 0))
         for gi, counts in enumerate(previous_counts)
         for m, count in counts.items()
@@ -165,11 +172,11 @@ def _stats(
         "standby_spread": _spread(standby_total),
         "standby_spread_per_group": standby_group_spread,
         "standbys": sum(standby_total),
-        "previously_owned": len(history.owner),
+        "previously_owned": history.owned,
         "kept": kept,
-        "moved": len(history.owner) - kept,
+        "moved": history.owned - kept,
         "minimum_moves": minimum,
         "warm_promotions": sum(1 for mv in moves if mv.warm),
         "contested": len(history.contested),
-        "fenced_claims": len(history.fenced),
+        "fenced_claims": history.fenced,
     }

@@ -22,16 +22,24 @@ Task = tuple[int, int]  # (group index, partition)
 class History:
     """The previous state of the group, as far as the new assignment needs it."""
 
-    #: task -> member index of its fenced previous owner
-    owner: Mapping[Task, int]
+    #: per group, per partition: member index of the fenced previous owner, or -1
+    owner: tuple[list[int], ...]
     #: task -> member indices that held a standby for it, sorted
     standby_holders: Mapping[Task, tuple[int, ...]]
     #: task -> [(lag, member index)] of members with state for it, best first
     warm: Mapping[Task, tuple[tuple[int, int], ...]]
     #: tasks whose claims were dropped (equal-generation conflict)
-    contested: tuple[Task, ...]
-    #: claims that lost to a higher generation: (task, member index)
-    fenced: tuple[tuple[Task, int], ...]
+    contested: frozenset[Task]
+    #: number of claims that lost to a higher generation or a conflict
+    fenced: int
+
+    @property
+    def owned(self) -> int:
+        """Tasks with a surviving previous owner."""
+        return sum(len(o) - o.count(-1) for o in self.owner)
+
+
+_CONTESTED = -2
 
 
 def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) -> History:
@@ -42,8 +50,10 @@ def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) ->
             group_of[topic] = group
     eligible_sets = [frozenset(group.eligible) for group in groups]
 
-    best: dict[Task, tuple[int, list[int]]] = {}
-    losers: list[tuple[Task, int]] = []
+    owner = tuple([-1] * g.partitions for g in groups)
+    top = [[-1] * g.partitions for g in groups]
+    contested: dict[Task, list[int]] = {}
+    fenced = 0
     standby_holders: dict[Task, set[int]] = {}
     for m, member in enumerate(members):
         gen = member.generation
@@ -53,24 +63,31 @@ def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) ->
                 claim_group = group_of.get(topic)
                 if claim_group is not None:
                     claimed.setdefault(claim_group.index, set()).update(partitions)
-            for gi in sorted(claimed):
+            for gi, parts in claimed.items():
                 if m not in eligible_sets[gi]:
                     continue
-                limit = groups[gi].partitions
-                for p in sorted(claimed[gi]):
+                owners, gens, limit = owner[gi], top[gi], groups[gi].partitions
+                for p in parts:
                     if not 0 <= p < limit:
                         continue
-                    task = (gi, p)
-                    current = best.get(task)
-                    if current is None:
-                        best[task] = (gen, [m])
-                    elif gen > current[0]:
-                        losers.extend((task, loser) for loser in current[1])
-                        best[task] = (gen, [m])
-                    elif gen == current[0]:
-                        current[1].append(m)
+                    best = gens[p]
+                    if gen > best:
+                        current = owners[p]
+                        if current >= 0:
+                            fenced += 1
+                        elif current == _CONTESTED:
+                            fenced += len(contested.pop((gi, p)))
+                        owners[p] = m
+                        gens[p] = gen
+                    elif gen == best:
+                        current = owners[p]
+                        if current >= 0:
+                            contested[(gi, p)] = [current, m]
+                            owners[p] = _CONTESTED
+                        else:
+                            contested[(gi, p)].append(m)
                     else:
-                        losers.append((task, m))
+                        fenced += 1
         for topic, partitions in member.standbys.items():
             held_group = group_of.get(topic)
             if (
@@ -83,22 +100,16 @@ def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) ->
                 if 0 <= p < held_group.partitions:
                     standby_holders.setdefault((held_group.index, p), set()).add(m)
 
-    owner: dict[Task, int] = {}
-    contested: list[Task] = []
-    for task, (_, claimants) in best.items():
-        if len(claimants) == 1:
-            owner[task] = claimants[0]
-        else:
-            contested.append(task)
-            losers.extend((task, m) for m in claimants)
-
+    for gi, p in contested:
+        owner[gi][p] = -1
+    fenced += sum(len(claimants) for claimants in contested.values())
     warm = _lags(members, groups, eligible_sets)
     return History(
         owner=owner,
         standby_holders={t: tuple(sorted(s)) for t, s in standby_holders.items()},
         warm=warm,
-        contested=tuple(sorted(contested)),
-        fenced=tuple(sorted(losers)),
+        contested=frozenset(contested),
+        fenced=fenced,
     )
 
 

@@ -143,6 +143,7 @@ class _Rounding:
         self.filled = [0] * len(groups)
         self.up: list[set[int]] = [set() for _ in groups]
         self.member_ups: dict[int, list[int]] = {}
+        self.augmentations = 0
 
     # -- state changes -------------------------------------------------
     def can_absorb(self, m: int) -> bool:
@@ -220,6 +221,71 @@ class _Rounding:
         self._apply(end, parent)
         return True
 
+    def cheapest_path(
+        self, neighbours: Callable[[int], Iterable[int]], gain: Callable[[int, int], bool]
+    ) -> tuple[int, Callable[[], None]] | None:
+        """The augmenting path that loses the fewest kept units, and how to apply it.
+
+        Same graph as :meth:`augment`, but a round-up that keeps a previous
+        unit costs -1 to add and +1 to hand back; the cheapest path is found
+        with a label-correcting search (costs may be negative, cycles are
+        not: the current rounding is the cheapest for its size). Returns the
+        path's cost and a function applying it, or None when there is no path.
+        """
+        groups = self.groups
+        dist: dict[tuple[str, int], int] = {}
+        parent: dict[tuple[str, int], tuple[str, int] | None] = {}
+        queue: deque[tuple[str, int]] = deque()
+        queued: set[tuple[str, int]] = set()
+        for g in groups:
+            if self.filled[g.index] < g.ups:
+                node = ("g", g.index)
+                dist[node] = 0
+                parent[node] = None
+                queue.append(node)
+                queued.add(node)
+        givers = [m for m in range(len(self.used)) if self.used[m] > self.lo[m]]
+        best_end: tuple[str, int] | None = None
+        best_cost = 0
+
+        def relax(node: tuple[str, int], cost: int, via: tuple[str, int]) -> None:
+            if cost < dist.get(node, cost + 1):
+                dist[node] = cost
+                parent[node] = via
+                if node not in queued:
+                    queued.add(node)
+                    queue.append(node)
+
+        while queue:
+            node = queue.popleft()
+            queued.discard(node)
+            kind, x = node
+            here = dist[node]
+            if kind == "g":
+                ups = self.up[x]
+                for m in neighbours(x):
+                    if m not in ups:
+                        relax(("m", m), here - (1 if gain(m, x) else 0), node)
+                continue
+            if kind == "m":
+                absorbs = self.used[x] < self.lo[x] or (
+                    self.used[x] < self.hi[x] and self.extras_used < self.extra_slots
+                )
+                if absorbs and (best_end is None or here < best_cost):
+                    best_end, best_cost = node, here
+                if self.used[x] < self.hi[x]:
+                    relax(("p", 0), here, node)  # take an extra slot from a giver
+            if kind == "p":
+                for other in givers:
+                    relax(("x", other), here, node)
+                continue
+            for gi in self.member_ups.get(x, ()):
+                relax(("g", gi), here + (1 if gain(x, gi) else 0), node)
+        if best_end is None:
+            return None
+        end = best_end
+        return best_cost, lambda: self._apply(end, parent)
+
     def _apply(
         self, end: tuple[str, int], parent: Mapping[tuple[str, int], tuple[str, int] | None]
     ) -> None:
@@ -239,9 +305,11 @@ class _Rounding:
                 self._flip_on(prev[1], node[1])
             elif node[0] == "g":  # from a member handing a round-up back
                 self._flip_off(node[1], prev[1])
-            elif node[0] == "x":  # prev member takes an extra, node member drops one
-                self.used[prev[1]] += 1
-                self.used[node[1]] -= 1
+            elif node[0] == "x":  # a member takes an extra, node member drops one
+                taker = parent[prev] if prev[0] == "p" else prev  # through the pool node
+                if taker is not None:
+                    self.used[taker[1]] += 1
+                    self.used[node[1]] -= 1
             node = prev
 
 
@@ -261,29 +329,34 @@ def balanced_quotas(demands: Sequence[Demand], capacities: Sequence[int]) -> Quo
     lo, hi = _row_bounds(groups, capacities, member_groups)
     rounding = _Rounding(groups, lo, hi)
 
-    # 1. greedy: round up where it keeps a previous unit
+    # 1. greedy: round up where it keeps a previous unit; first within every
+    #    member's lower bound, then the scarce extra slots
     gain_cells: dict[int, list[int]] = {}
     for g in groups:
-        if not g.ups:
-            continue
-        cells = sorted(
-            (
-                m
-                for m, held in g.demand.previous.items()
-                if held > g.base_of(m) and g.can_round_up(m)
-            ),
-            key=lambda m, prev=g.demand.previous: (-prev[m], m),  # type: ignore[misc]
-        )
-        gain_cells[g.index] = cells
-        for m in cells:
-            if rounding.filled[g.index] >= g.ups:
-                break
-            if rounding.can_absorb(m):
-                rounding.add(g.index, m)
+        if g.ups:
+            gain_cells[g.index] = sorted(
+                (
+                    m
+                    for m, held in g.demand.previous.items()
+                    if held > g.base_of(m) and g.can_round_up(m)
+                ),
+                key=lambda m, prev=g.demand.previous: (-prev[m], m),  # type: ignore[misc]
+            )
+    for extras in (False, True):
+        for gi, cells in gain_cells.items():
+            ups = groups[gi].ups
+            taken = rounding.up[gi]
+            for m in cells:
+                if rounding.filled[gi] >= ups:
+                    break
+                if m in taken:
+                    continue
+                if rounding.used[m] < lo[m] or (extras and rounding.can_absorb(m)):
+                    rounding.add(gi, m)
     # 2. exact: augmenting paths over the gainful cells
     if gain_cells:
         while rounding.augment(lambda gi: gain_cells.get(gi, ())):
-            pass
+            rounding.augmentations += 1
 
     # 3. complete with round-ups that gain nothing, neediest members first
     relaxed = _complete(groups, rounding)
@@ -358,8 +431,9 @@ def _complete(groups: Sequence[_Group], rounding: _Rounding) -> bool:
         for s_entry in spare_skipped:
             heapq.heappush(spare, s_entry)
         while want:
-            # the greedy got stuck: search an augmenting path through any cell
-            if not rounding.augment(lambda gi: _up_candidates(groups[gi])):
+            # the greedy got stuck: take the cheapest augmenting path, first
+            # among members with room or a previous unit, then through anyone
+            if _augment_cheapest(groups, rounding) is None:
                 break
             want = g.ups - rounding.filled[g.index]
         if want:
@@ -383,3 +457,45 @@ def _up_candidates(group: _Group) -> Sequence[int]:
     if group.uniform:
         return group.demand.eligible if group.ups else ()
     return [m for m in group.demand.eligible if group.can_round_up(m)]
+
+
+def _gain(groups: Sequence[_Group]) -> Callable[[int, int], bool]:
+    def gain(m: int, gi: int) -> bool:
+        g = groups[gi]
+        return g.demand.previous.get(m, 0) > g.base_of(m) and g.can_round_up(m)
+
+    return gain
+
+
+def _augment_cheapest(groups: Sequence[_Group], rounding: _Rounding) -> int | None:
+    """Apply the cheapest augmenting path; None when there is none.
+
+    Searching every member is costly, so the narrow search (members with
+    room, and members with a previous unit in the group) goes first. A
+    zero-cost narrow path is optimal: once the gainful cells are used, the
+    rounding's marginal cost never drops below zero. Otherwise the wide
+    search decides.
+    """
+    gain = _gain(groups)
+    n = len(rounding.used)
+    used, lo, hi = rounding.used, rounding.lo, rounding.hi
+    pool_open = rounding.extras_used < rounding.extra_slots
+    roomy = [m for m in range(n) if used[m] < lo[m] or (pool_open and used[m] < hi[m])]
+
+    def narrow(gi: int) -> list[int]:
+        g = groups[gi]
+        eligible = None if len(g.demand.eligible) == n else set(g.demand.eligible)
+        previous = [m for m in g.demand.previous if gain(m, gi)]
+        return previous + [
+            m for m in roomy if (eligible is None or m in eligible) and g.can_round_up(m)
+        ]
+
+    found = rounding.cheapest_path(narrow, gain)
+    if found is None or found[0] > 0:
+        wide = rounding.cheapest_path(lambda gi: _up_candidates(groups[gi]), gain)
+        if wide is not None:
+            found = wide
+    if found is None:
+        return None
+    found[1]()
+    return found[0]

@@ -248,3 +248,36 @@ def test_moves_equal_the_minimum_on_a_joining_member() -> None:
 def test_output_is_json_serialisable() -> None:
     doc: Doc = {"topics": {"a": 2}, "members": [{"id": "x", "topics": ["a"]}]}
     json.dumps(assign_document(doc))
+
+
+@st.composite
+def grown_groups(draw: st.DrawFn) -> tuple[Doc, Doc]:
+    """A balanced assignment of a larger group, then members join and leave."""
+    n = draw(st.integers(5, 120))
+    topics: dict[str, int] = {}
+    for gi in range(draw(st.integers(1, 12))):
+        count = draw(st.integers(1, 3 * n))
+        topics[f"s{gi}"] = count
+        topics[f"s{gi}-changelog"] = count
+    doc: Doc = {
+        "topics": topics,
+        "copartition": [[f"s{gi}", f"s{gi}-changelog"] for gi in range(len(topics) // 2)],
+        "changelogs": [t for t in topics if t.endswith("changelog")],
+        "standby_replicas": draw(st.integers(0, 1)),
+        "members": [{"id": f"m{i:03d}", "topics": sorted(topics)} for i in range(n)],
+    }
+    first = assign_document(doc)
+    nxt = _feed_back(doc, first)
+    for _ in range(draw(st.integers(0, 3))):
+        nxt["members"].pop(draw(st.integers(0, len(nxt["members"]) - 1)))
+    for j in range(draw(st.integers(0 if len(nxt["members"]) else 1, 3))):
+        nxt["members"].append({"id": f"new{j}", "topics": sorted(topics)})
+    return doc, nxt
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(grown_groups())
+def test_rebalancing_larger_groups_moves_the_minimum(docs: tuple[Doc, Doc]) -> None:
+    _, nxt = docs
+    out = assign_document(nxt)
+    check_all(nxt, out)
