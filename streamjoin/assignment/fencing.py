@@ -54,7 +54,7 @@ def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) ->
     top = [[-1] * g.partitions for g in groups]
     contested: dict[Task, list[int]] = {}
     fenced = 0
-    standby_holders: dict[Task, set[int]] = {}
+    standby_holders: dict[Task, list[int]] = {}
     for m, member in enumerate(members):
         gen = member.generation
         if gen is not None:
@@ -96,9 +96,14 @@ def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) ->
                 or m not in eligible_sets[held_group.index]
             ):
                 continue
+            gi, limit = held_group.index, held_group.partitions
             for p in partitions:
-                if 0 <= p < held_group.partitions:
-                    standby_holders.setdefault((held_group.index, p), set()).add(m)
+                if 0 <= p < limit:
+                    # members come in index order: lists stay sorted, and a
+                    # member listing a task under several changelogs counts once
+                    entry = standby_holders.setdefault((gi, p), [])
+                    if not entry or entry[-1] != m:
+                        entry.append(m)
 
     for gi, p in contested:
         owner[gi][p] = -1
@@ -106,7 +111,7 @@ def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) ->
     warm = _lags(members, groups, eligible_sets)
     return History(
         owner=owner,
-        standby_holders={t: tuple(sorted(s)) for t, s in standby_holders.items()},
+        standby_holders={t: tuple(s) for t, s in standby_holders.items()},
         warm=warm,
         contested=frozenset(contested),
         fenced=fenced,

@@ -142,8 +142,19 @@ class _Rounding:
         self.extras_used = 0
         self.filled = [0] * len(groups)
         self.up: list[set[int]] = [set() for _ in groups]
-        self.member_ups: dict[int, list[int]] = {}
-        self.augmentations = 0
+        self._member_ups: dict[int, list[int]] | None = None
+
+    @property
+    def member_ups(self) -> dict[int, list[int]]:
+        """Member -> groups where it rounds up; built on first use (only the
+        augmenting-path searches need it), then kept in step."""
+        if self._member_ups is None:
+            index: dict[int, list[int]] = {}
+            for gi, members in enumerate(self.up):
+                for m in members:
+                    index.setdefault(m, []).append(gi)
+            self._member_ups = index
+        return self._member_ups
 
     # -- state changes -------------------------------------------------
     def can_absorb(self, m: int) -> bool:
@@ -157,7 +168,8 @@ class _Rounding:
         self.used[m] += 1
         self.filled[gi] += 1
         self.up[gi].add(m)
-        self.member_ups.setdefault(m, []).append(gi)
+        if self._member_ups is not None:
+            self._member_ups.setdefault(m, []).append(gi)
 
     def _flip_on(self, gi: int, m: int) -> None:
         self.up[gi].add(m)
@@ -342,24 +354,40 @@ def balanced_quotas(demands: Sequence[Demand], capacities: Sequence[int]) -> Quo
                 ),
                 key=lambda m, prev=g.demand.previous: (-prev[m], m),  # type: ignore[misc]
             )
-    for extras in (False, True):
-        for gi, cells in gain_cells.items():
-            ups = groups[gi].ups
-            taken = rounding.up[gi]
-            for m in cells:
-                if rounding.filled[gi] >= ups:
-                    break
-                if m in taken:
-                    continue
-                if rounding.used[m] < lo[m] or (extras and rounding.can_absorb(m)):
+    # members with more gainful cells than their lower bound leave out a
+    # different group each (rotating), so what stays open is spread out
+    member_cells: dict[int, list[int]] = {}
+    for gi, cells in gain_cells.items():
+        for m in cells:
+            member_cells.setdefault(m, []).append(gi)
+    for m in sorted(member_cells):
+        cells = member_cells[m]
+        if len(cells) > lo[m]:
+            start = m % len(cells)
+            cells = cells[start:] + cells[:start]
+        for gi in cells:
+            if rounding.used[m] >= lo[m]:
+                break
+            if rounding.filled[gi] < groups[gi].ups:
+                rounding.add(gi, m)
+    # the extra slots go round-robin over the groups, so the cells left
+    # without one are spread over many groups (easy to complete) rather
+    # than piled up in the last ones
+    pending = [[m for m in cells if m not in rounding.up[gi]] for gi, cells in gain_cells.items()]
+    order = list(gain_cells)
+    for turn in range(max(map(len, pending), default=0)):
+        for gi, cells in zip(order, pending, strict=True):
+            if turn < len(cells) and rounding.filled[gi] < groups[gi].ups:
+                m = cells[turn]
+                if rounding.can_absorb(m):
                     rounding.add(gi, m)
     # 2. exact: augmenting paths over the gainful cells
     if gain_cells:
         while rounding.augment(lambda gi: gain_cells.get(gi, ())):
-            rounding.augmentations += 1
+            pass
 
     # 3. complete with round-ups that gain nothing, neediest members first
-    relaxed = _complete(groups, rounding)
+    relaxed = _complete(groups, rounding, gain_cells)
 
     quotas: list[dict[int, int]] = []
     for g in groups:
@@ -375,7 +403,9 @@ def balanced_quotas(demands: Sequence[Demand], capacities: Sequence[int]) -> Quo
     return QuotaResult(quotas=tuple(quotas), relaxed=relaxed)
 
 
-def _complete(groups: Sequence[_Group], rounding: _Rounding) -> bool:
+def _complete(
+    groups: Sequence[_Group], rounding: _Rounding, gain_cells: Mapping[int, list[int]]
+) -> bool:
     lo, hi, used = rounding.lo, rounding.hi, rounding.used
     seq = 0
     # members that still need round-ups to reach lo: most needy first
@@ -433,7 +463,7 @@ def _complete(groups: Sequence[_Group], rounding: _Rounding) -> bool:
         while want:
             # the greedy got stuck: take the cheapest augmenting path, first
             # among members with room or a previous unit, then through anyone
-            if _augment_cheapest(groups, rounding) is None:
+            if _augment_cheapest(groups, rounding, gain_cells) is None:
                 break
             want = g.ups - rounding.filled[g.index]
         if want:
@@ -459,15 +489,9 @@ def _up_candidates(group: _Group) -> Sequence[int]:
     return [m for m in group.demand.eligible if group.can_round_up(m)]
 
 
-def _gain(groups: Sequence[_Group]) -> Callable[[int, int], bool]:
-    def gain(m: int, gi: int) -> bool:
-        g = groups[gi]
-        return g.demand.previous.get(m, 0) > g.base_of(m) and g.can_round_up(m)
-
-    return gain
-
-
-def _augment_cheapest(groups: Sequence[_Group], rounding: _Rounding) -> int | None:
+def _augment_cheapest(
+    groups: Sequence[_Group], rounding: _Rounding, gain_cells: Mapping[int, list[int]]
+) -> int | None:
     """Apply the cheapest augmenting path; None when there is none.
 
     Searching every member is costly, so the narrow search (members with
@@ -476,19 +500,29 @@ def _augment_cheapest(groups: Sequence[_Group], rounding: _Rounding) -> int | No
     rounding's marginal cost never drops below zero. Otherwise the wide
     search decides.
     """
-    gain = _gain(groups)
+    gain_sets = {gi: frozenset(cells) for gi, cells in gain_cells.items()}
+    empty: frozenset[int] = frozenset()
+
+    def gain(m: int, gi: int) -> bool:
+        return m in gain_sets.get(gi, empty)
+
     n = len(rounding.used)
     used, lo, hi = rounding.used, rounding.lo, rounding.hi
     pool_open = rounding.extras_used < rounding.extra_slots
     roomy = [m for m in range(n) if used[m] < lo[m] or (pool_open and used[m] < hi[m])]
+    narrow_lists: dict[int, list[int]] = {}
 
     def narrow(gi: int) -> list[int]:
-        g = groups[gi]
-        eligible = None if len(g.demand.eligible) == n else set(g.demand.eligible)
-        previous = [m for m in g.demand.previous if gain(m, gi)]
-        return previous + [
-            m for m in roomy if (eligible is None or m in eligible) and g.can_round_up(m)
-        ]
+        cached = narrow_lists.get(gi)
+        if cached is None:
+            g = groups[gi]
+            eligible = None if len(g.demand.eligible) == n else set(g.demand.eligible)
+            ups = rounding.up[gi]
+            cached = [m for m in gain_cells.get(gi, ()) if m not in ups] + [
+                m for m in roomy if (eligible is None or m in eligible) and g.can_round_up(m)
+            ]
+            narrow_lists[gi] = cached
+        return cached
 
     found = rounding.cheapest_path(narrow, gain)
     if found is None or found[0] > 0:

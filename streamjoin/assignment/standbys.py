@@ -65,17 +65,27 @@ def place_standbys(
         chosen: list[list[int]] = [[] for _ in range(group.partitions)]
         # 1. sticky: keep standbys members hold (or have state for): a fresh
         #    rack first, then the most caught up
+        warm, holders = history.warm, history.standby_holders
+        gi = group.index
         for p, o in enumerate(owner):
-            task = (group.index, p)
-            candidates = [m for _, m in history.warm.get(task, ())]
-            candidates += [m for m in history.standby_holders.get(task, ()) if m not in candidates]
-            rank = {m: i for i, m in enumerate(candidates)}
-            candidates.sort(key=lambda m, o=o: (racks[m] == racks[o], rank[m]))  # type: ignore[misc]
+            ranked = warm.get((gi, p))
+            held = holders.get((gi, p))
+            if ranked is None and held is None:
+                continue
+            if ranked is None:
+                candidates = list(held or ())
+            else:
+                candidates = [m for _, m in ranked]
+                candidates += [m for m in held or () if m not in candidates]
+            if len(candidates) > 1:
+                rank = {m: i for i, m in enumerate(candidates)}
+                candidates.sort(key=lambda m, o=o: (racks[m] == racks[o], rank[m]))  # type: ignore[misc]
+            mine = chosen[p]
             for m in candidates:
-                if len(chosen[p]) >= counts[p]:
+                if len(mine) >= counts[p]:
                     break
-                if room.get(m, 0) > 0 and _fits(m, o, chosen[p], hosts):
-                    chosen[p].append(m)
+                if room.get(m, 0) > 0 and _fits(m, o, mine, hosts):
+                    mine.append(m)
                     room[m] -= 1
         # 2. fill: most remaining room first, preferring racks not yet used
         heap = [(-r, m, m) for m, r in sorted(room.items()) if r > 0]
