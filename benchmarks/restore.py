@@ -1,0 +1,191 @@
+"""Restore throughput: streamjoin's table restoration vs faust's built-in recovery.
+
+One run, one embedded broker, one changelog: the changelog of a RocksDB table
+is written with ``--records`` records, one record per batch (so that faust's
+recovery, which trusts ``ListOffsets``, can finish on the embedded broker).
+Then, one after the other and each with an empty data directory, a worker
+with streamjoin's ``TableManager`` and a worker with faust's restore it. The
+restore time of each is read from its own log (first to last restore line)
+and the records/s are printed side by side with the ratio.
+
+    python benchmarks/restore.py [--records 1000000] [--partitions 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from streamjoin.runtime.broker import BrokerOptions, EmbeddedBroker
+from streamjoin.runtime.process import WorkerProcess
+
+HERE = Path(__file__).resolve().parent
+APP_ID = "bench-restore"
+TOPIC = f"{APP_ID}-state-changelog"
+
+# first and last log line of each restore
+MARKERS = {
+    "streamjoin": (r"restoring \d+ changelog partition", r"tables restored:"),
+    "faust": (r"Restoring state from changelog topics", r"Done reading from changelog topics"),
+}
+_TS = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]")
+
+
+@dataclass(frozen=True)
+class Result:
+    """One restore measurement."""
+
+    name: str
+    records: int
+    seconds: float
+
+    @property
+    def rate(self) -> float:
+        """Records restored per second."""
+        return self.records / self.seconds if self.seconds > 0 else float("inf")
+
+
+async def write_changelog(
+    bootstrap: str, records: int, partitions: int, value_size: int, layout: str
+) -> float:
+    """Write *records* JSON records to the changelog; return the seconds taken.
+
+    ``layout="single"``: every record in its own batch. ``layout="batched"``:
+    large batches, except that each partition's last record is written alone,
+    so ``ListOffsets(latest)`` is right on the embedded broker and faust's
+    recovery can finish either way.
+    """
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(TOPIC, partitions, 1)])
+    finally:
+        await admin.close()
+    value = json.dumps("v" * value_size).encode()
+    key_space = max(1, records // 2)
+    record_size = len(value) + 40
+    if layout == "single":
+        # max_batch_size below two records: every batch holds exactly one
+        options = {"linger_ms": 0, "max_batch_size": record_size}
+    else:
+        options = {"linger_ms": 20, "max_batch_size": 512 * 1024}
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, **options)
+    await producer.start()
+    started = time.monotonic()
+    tail_from = records - min(records, partitions) if layout == "batched" else records
+    try:
+        window: list[asyncio.Future[object]] = []
+        for i in range(records):
+            key = json.dumps(f"key-{i % key_space:09d}").encode()
+            future = await producer.send(TOPIC, value, key=key, partition=i % partitions)
+            if i >= tail_from:
+                await asyncio.gather(*window)
+                window.clear()
+                await future  # alone in its batch
+                continue
+            window.append(future)
+            if len(window) >= 50_000:
+                await asyncio.gather(*window)
+                window.clear()
+        await asyncio.gather(*window)
+    finally:
+        await producer.stop()
+    return time.monotonic() - started
+
+
+def _timestamp(line: str) -> float:
+    match = _TS.match(line)
+    if match is None:
+        raise ValueError(f"no timestamp in log line: {line!r}")
+    return datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+
+
+def measure(
+    name: str, broker: EmbeddedBroker, workdir: Path, records: int, timeout: float
+) -> Result:
+    """Restore the changelog with one worker and time it from its log."""
+    first, last = MARKERS[name]
+    worker = WorkerProcess(
+        "restore_app:app",
+        broker.url,
+        workdir / f"data-{name}",
+        workdir / f"{name}.log",
+        env={"SJ_BENCH_MANAGER": name, "SJ_BENCH_APP_ID": APP_ID},
+        cwd=HERE,
+    )
+    worker.start()
+    try:
+        begin = worker.wait_for_log(first, timeout)[0]
+        end = worker.wait_for_log(last, timeout)[0]
+    finally:
+        worker.stop()
+    return Result(name, records, _timestamp(end) - _timestamp(begin))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print the table; exit 1 when a target is missed."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--value-size", type=int, default=100)
+    parser.add_argument("--timeout", type=float, default=900.0, help="per restore, seconds")
+    parser.add_argument(
+        "--layout",
+        choices=["batched", "single"],
+        default="batched",
+        help="batched: big batches, each partition's last record alone (default); "
+        "single: one record per batch (the embedded broker serves these slowly)",
+    )
+    parser.add_argument("--skip-faust", action="store_true", help="measure streamjoin only")
+    args = parser.parse_args(argv)
+
+    import os
+
+    os.environ["SJ_BENCH_PARTITIONS"] = str(args.partitions)
+    with tempfile.TemporaryDirectory(prefix="sj-bench-restore-") as tmp, EmbeddedBroker(
+        BrokerOptions(port=0)
+    ) as broker:
+        workdir = Path(tmp)
+        print(
+            f"writing {args.records:,} changelog records ({args.layout} layout, "
+            f"{args.partitions} partitions) ...",
+            flush=True,
+        )
+        took = asyncio.run(
+            write_changelog(
+                broker.bootstrap, args.records, args.partitions, args.value_size, args.layout
+            )
+        )
+        print(f"  written in {took:.1f}s", flush=True)
+        results = [measure("streamjoin", broker, workdir, args.records, args.timeout)]
+        if not args.skip_faust:
+            results.append(measure("faust", broker, workdir, args.records, args.timeout))
+
+    print()
+    print(f"{'restore':<12} {'records':>10} {'seconds':>9} {'records/s':>12}")
+    for r in results:
+        print(f"{r.name:<12} {r.records:>10,} {r.seconds:>9.2f} {r.rate:>12,.0f}")
+    ours = results[0]
+    ok = ours.rate >= 100_000
+    if len(results) > 1:
+        ratio = ours.rate / results[1].rate
+        print(f"\nstreamjoin / faust: {ratio:.1f}x (target >= 3x)")
+        ok = ok and ratio >= 3.0
+    verdict = "met" if ours.rate >= 100_000 else "MISSED"
+    print(f"streamjoin rate target >= 100,000 records/s: {verdict}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
