@@ -58,7 +58,10 @@ def assign(state: GroupState) -> Assignment:
             if m >= 0:
                 counts[m] = counts.get(m, 0) + 1
         previous_counts.append(counts)
-    demands = [Demand(g.partitions, g.eligible, previous_counts[g.index]) for g in groups]
+    demands = [
+        Demand(g.partitions, g.eligible, previous_counts[g.index], _warm_orphans(g, history, state))
+        for g in groups
+    ]
     active_quotas = balanced_quotas(demands, capacities)
     owners, moves = place_actives(
         groups, active_quotas.quotas, history, members, state.acceptable_recovery_lag
@@ -87,6 +90,26 @@ def assign(state: GroupState) -> Assignment:
         moves=tuple(sorted(moves, key=lambda mv: (mv.group, mv.partition))),
         stats=stats,
     )
+
+
+def _warm_orphans(group: TaskGroup, history: History, state: GroupState) -> dict[int, int]:
+    """Member -> tasks of ``group`` without an owner that it could take over warm."""
+    preferred: dict[int, int] = {}
+    if not group.stateful:
+        return preferred
+    for p, owner in enumerate(history.owner[group.index]):
+        if owner >= 0:
+            continue
+        ranked = history.warm.get((group.index, p))
+        if ranked:
+            lag, m = ranked[0]
+            if lag <= state.acceptable_recovery_lag:
+                preferred[m] = preferred.get(m, 0) + 1
+            continue
+        holders = history.standby_holders.get((group.index, p), ())
+        if holders:
+            preferred[holders[0]] = preferred.get(holders[0], 0) + 1
+    return preferred
 
 
 def _render(

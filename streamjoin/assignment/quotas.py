@@ -28,7 +28,7 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 __all__ = ["Demand", "QuotaResult", "balanced_quotas"]
@@ -39,12 +39,15 @@ class Demand:
     """Units of one group to share among ``eligible`` members.
 
     ``previous`` maps a member index to the units it held before (only those
-    that survive fencing); it steers which members round up.
+    that survive fencing); it steers which members round up. ``preferred``
+    (member -> weight) breaks the remaining ties: members with warm state for
+    units that must move round up first, which never costs a kept unit.
     """
 
     total: int
     eligible: tuple[int, ...]
     previous: Mapping[int, int]
+    preferred: Mapping[int, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -427,6 +430,15 @@ def _complete(
         eligible = (
             set(g.demand.eligible) if not g.uniform or len(g.demand.eligible) < len(lo) else None
         )
+        if g.demand.preferred:
+            # zero-cost round-ups: the rounding stays the cheapest for its size
+            for m in sorted(g.demand.preferred, key=lambda m, w=g.demand.preferred: (-w[m], m)):  # type: ignore[misc]
+                if not want:
+                    break
+                allowed = eligible is None or m in eligible
+                if allowed and m not in ups and g.can_round_up(m) and rounding.can_absorb(m):
+                    rounding.add(g.index, m)
+                    want -= 1
         skipped: list[tuple[int, int, int]] = []
         while want and needy:
             entry = heapq.heappop(needy)

@@ -91,7 +91,11 @@ def place_standbys(
         heap = [(-r, m, m) for m, r in sorted(room.items()) if r > 0]
         heapq.heapify(heap)
         seq = len(members)
-        for p, o in enumerate(owner):
+        # one owner's tasks in a row: the rotating heap hands their standbys to
+        # different members, so a failed member's tasks spread over many
+        # standby holders (and can all be promoted warm)
+        for p in sorted(range(group.partitions), key=owner.__getitem__):
+            o = owner[p]
             while len(chosen[p]) < counts[p]:
                 pick = _pick(heap, o, chosen[p], hosts, racks, room)
                 if pick is None:

@@ -224,3 +224,42 @@ def test_cli_explain_and_errors() -> None:
         stdin=json.dumps({"topics": {"a": 1}, "members": [{"id": "x", "topics": ["b"]}]})
     )
     assert unknown.returncode == 2 and "unknown topic 'b'" in unknown.stderr
+
+
+def test_a_departed_members_tasks_all_go_warm_to_their_standbys() -> None:
+    """faust restores one of eight tasks cold here although a standby existed."""
+    topics = {"imp": 64, "clk": 64, "imp-changelog": 64, "clk-changelog": 64}
+    doc: Doc = {
+        "topics": topics,
+        "copartition": [["imp", "clk"]],
+        "changelogs": ["imp-changelog", "clk-changelog"],
+        "standby_replicas": 1,
+        "acceptable_recovery_lag": 100,
+        "members": [{"id": f"w{i}", "topics": sorted(topics)} for i in range(8)],
+    }
+    out = assign_document(doc)
+    members = []
+    for m in doc["members"]:
+        owned = out["assignment"][m["id"]]
+        offsets = {
+            t: {str(p): 1000 for p in owned["actives"].get(t, []) + owned["standbys"].get(t, [])}
+            for t in doc["changelogs"]
+        }
+        members.append(
+            dict(
+                m,
+                generation=out["generation"],
+                actives=owned["actives"],
+                standbys=owned["standbys"],
+                offsets=offsets,
+            )
+        )
+    gone = members.pop(3)
+    after = assign_document(dict(doc, members=members))
+    orphans = gone["actives"]["imp"]
+    assert len(orphans) == 8
+    assert after["stats"]["warm_promotions"] == len(orphans)
+    for p in orphans:
+        (new_owner,) = [mid for mid, a in after["assignment"].items() if p in a["actives"]["imp"]]
+        assert p in out["assignment"][new_owner]["standbys"]["imp-changelog"]
+    check_all(dict(doc, members=members), after)
