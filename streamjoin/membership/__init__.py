@@ -1,0 +1,1 @@
+"""Group membership glue that needs no faust: userdata codec, group-state building."""

@@ -1,0 +1,93 @@
+"""Build the assignment core's :class:`GroupState` from what members sent.
+
+Pure: the Faust adapter decodes the rebalance's member metadata and calls
+:func:`build_group_state`; the core never sees Kafka member ids, which change
+on every join. It sees each member's stable identity instead, so a restarted
+worker with its state on disk is recognised and gets its tasks back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from streamjoin.assignment.model import GroupState, MemberState
+from streamjoin.membership.userdata import MemberInfo
+
+__all__ = ["JoinedMember", "build_group_state"]
+
+
+@dataclass(frozen=True)
+class JoinedMember:
+    """One Kafka group member: its protocol id, subscription and decoded userdata."""
+
+    member_id: str
+    topics: tuple[str, ...]
+    info: MemberInfo | None
+
+
+def build_group_state(
+    joined: Sequence[JoinedMember],
+    partitions: Mapping[str, int],
+    *,
+    copartition: Iterable[Iterable[str]] = (),
+    changelogs: Iterable[str] = (),
+    global_changelogs: Iterable[str] = (),
+    standby_replicas: int = 0,
+    acceptable_recovery_lag: int = 10_000,
+) -> tuple[GroupState, dict[str, str]]:
+    """Return the group state and a map from stable id to Kafka member id.
+
+    Topics the cluster does not know (``partitions`` lacks them, e.g. not
+    created yet) are left out. Members whose userdata could not be decoded
+    join as fresh members under their Kafka member id. Two members claiming
+    the same stable id (a copied data directory) keep it only for the first
+    by Kafka member id; the other joins fresh.
+    """
+    members: list[MemberState] = []
+    by_stable: dict[str, str] = {}
+    for member in sorted(joined, key=lambda j: j.member_id):
+        topics = tuple(sorted({t for t in member.topics if t in partitions}))
+        if not topics:
+            continue
+        info = member.info
+        if info is None or info.id in by_stable:
+            stable = member.member_id
+            members.append(MemberState(id=stable, topics=topics, host=stable))
+        else:
+            stable = info.id
+            members.append(
+                MemberState(
+                    id=stable,
+                    topics=topics,
+                    host=info.host,
+                    rack=info.rack,
+                    capacity=info.capacity,
+                    generation=info.generation,
+                    actives=_known(info.actives, partitions),
+                    standbys=_known(info.standbys, partitions),
+                    offsets={t: dict(o) for t, o in info.offsets.items() if t in partitions},
+                )
+            )
+        by_stable[stable] = member.member_id
+    known = set(partitions)
+    state = GroupState(
+        topics=dict(partitions),
+        members=tuple(members),
+        copartition=tuple(
+            tuple(t for t in group if t in known)
+            for group in copartition
+            if sum(1 for t in group if t in known) > 1
+        ),
+        changelogs=frozenset(t for t in changelogs if t in known),
+        global_changelogs=frozenset(t for t in global_changelogs if t in known),
+        standby_replicas=standby_replicas,
+        acceptable_recovery_lag=acceptable_recovery_lag,
+    )
+    return state, by_stable
+
+
+def _known(
+    parts: Mapping[str, Sequence[int]], partitions: Mapping[str, int]
+) -> dict[str, tuple[int, ...]]:
+    return {t: tuple(sorted(set(p))) for t, p in parts.items() if t in partitions}
