@@ -37,7 +37,7 @@ def test_broker_command_prints_address_and_stops_on_interrupt() -> None:
     proc = subprocess.Popen(
         [sys.executable, "-c", CLI, "broker", "--port", "0"],
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
     try:
@@ -56,3 +56,5 @@ def test_broker_command_prints_address_and_stops_on_interrupt() -> None:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
+        if proc.stdout is not None:
+            proc.stdout.close()

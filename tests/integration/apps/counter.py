@@ -3,6 +3,7 @@
 Environment:
     SJ_TEST_APP_ID: app id (so each test gets its own topics and group).
     SJ_TEST_PARTITIONS: partitions of the source topic and the table.
+    SJ_TEST_RESTORE_FETCH_BYTES: shrink the restore consumer's fetches (slow restore).
 
 It records, under its data directory:
     first_processed.jsonl: per partition, the first record processed by this
@@ -19,9 +20,20 @@ from pathlib import Path
 from typing import Any
 
 import streamjoin
+from streamjoin.runtime.restorer import Restorer, RestoreSettings
 
 APP_ID = os.environ.get("SJ_TEST_APP_ID", "sj-counter")
 PARTITIONS = int(os.environ.get("SJ_TEST_PARTITIONS", "4"))
+FETCH_BYTES = os.environ.get("SJ_TEST_RESTORE_FETCH_BYTES")
+
+if FETCH_BYTES:
+    # Small fetches make a restore last long enough to be interrupted on purpose.
+
+    class _SmallFetches(RestoreSettings):
+        max_partition_fetch_bytes = int(FETCH_BYTES)
+        fetch_max_bytes = int(FETCH_BYTES)
+
+    Restorer.settings = _SmallFetches
 
 app = streamjoin.App(
     APP_ID,
