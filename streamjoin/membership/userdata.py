@@ -81,6 +81,8 @@ class AssignmentInfo:
     urls: tuple[str, ...]
     #: changelog topic -> per partition, the index into ``urls`` of its active
     routes: Mapping[str, tuple[int, ...]]
+    #: topic -> index of its task group (faust uses it for transactional ids)
+    groups: Mapping[str, int] = field(default_factory=dict)
 
     def route_map(self) -> dict[str, dict[str, list[int]]]:
         """url -> {topic: [partitions]}: the shape faust's router expects."""
@@ -216,6 +218,7 @@ def encode_assignment(info: AssignmentInfo) -> bytes:
         "standbys": _ranges_map(info.standbys),
         "urls": list(info.urls),
         "routes": {topic: list(owners) for topic, owners in sorted(info.routes.items())},
+        "groups": dict(sorted(info.groups.items())),
     }
     return _pack(_ASSIGNMENT, ASSIGNMENT_VERSION, body)
 
@@ -241,6 +244,7 @@ def decode_assignment(data: bytes) -> AssignmentInfo | None:
             standbys=_parts_map(body["standbys"]),
             urls=urls,
             routes=routes,
+            groups={str(t): int(g) for t, g in body.get("groups", {}).items()},
         )
     except (KeyError, TypeError, ValueError, AttributeError, IndexError):
         return None

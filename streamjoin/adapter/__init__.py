@@ -1,0 +1,1 @@
+"""faust adapters for the pure layers (the only place faust meets the core)."""

@@ -1,0 +1,409 @@
+"""``streamjoin:PartitionAssignor``: the assignment core inside faust workers.
+
+A drop-in replacement for faust-streaming's assignor: any faust app adopts it
+with the setting ``PartitionAssignor="streamjoin:PartitionAssignor"``
+(:class:`streamjoin.App` sets it by default). Every placement decision is the
+pure core's (:func:`streamjoin.assignment.assign`); this module only
+translates between Kafka's group protocol, faust's router and the core.
+
+Per-worker settings come from the environment, so a plain ``faust worker``
+can set them too (``streamjoin worker`` sets them from its flags):
+
+======================== ==============================================
+``STREAMJOIN_INSTANCE_ID`` stable member identity (default: an id kept in
+                         the data directory, or faust's
+                         ``consumer_group_instance_id``)
+``STREAMJOIN_HOST_LABEL`` host used to keep standbys off the active's host
+                         (default: the machine's hostname)
+``STREAMJOIN_RACK``       rack / zone for standby spreading (default: none)
+``STREAMJOIN_CAPACITY``   integer weight of this worker's share (default 1)
+``STREAMJOIN_RECOVERY_LAG`` ``acceptable_recovery_lag`` in records
+                         (default 10000)
+======================== ==============================================
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Iterable, Mapping, MutableMapping
+from pathlib import Path
+from typing import Any
+
+from aiokafka.cluster import ClusterMetadata
+from aiokafka.coordinator.assignors.abstract import AbstractPartitionAssignor
+from aiokafka.coordinator.protocol import (
+    ConsumerProtocolMemberAssignment,
+    ConsumerProtocolMemberMetadata,
+)
+from faust.types.assignor import HostToPartitionMap, PartitionAssignorT
+from faust.types.tuples import TP
+from yarl import URL
+
+from streamjoin.assignment import assign
+from streamjoin.assignment.errors import AssignmentError
+from streamjoin.membership.group_state import JoinedMember, build_group_state
+from streamjoin.membership.userdata import (
+    AssignmentInfo,
+    MemberInfo,
+    decode_assignment,
+    decode_member,
+    encode_assignment,
+    encode_member,
+)
+
+__all__ = ["PartitionAssignor"]
+
+logger = logging.getLogger(__name__)
+
+STATE_FILE = "streamjoin-member.json"
+
+
+class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type: ignore[misc]
+    """faust ``PartitionAssignorT`` + aiokafka assignor backed by streamjoin's core."""
+
+    #: version of the Kafka protocol metadata (the userdata has its own)
+    protocol_version = 1
+
+    def __init__(self, app: Any, replicas: int = 0) -> None:
+        AbstractPartitionAssignor.__init__(self)
+        self.app = app
+        self.replicas = replicas
+        self._member: dict[str, Any] | None = None
+        self._actives: dict[str, list[int]] = {}
+        self._standbys: dict[str, list[int]] = {}
+        self._active_tps: frozenset[TP] = frozenset()
+        self._standby_tps: frozenset[TP] = frozenset()
+        self._topic_groups: dict[str, int] = {}
+        self._changelog_distribution: HostToPartitionMap = {}
+        self._external_distribution: HostToPartitionMap = {}
+        self._tps_url: dict[TP, str] = {}
+        self._external_tps_url: dict[TP, str] = {}
+        self.last_rebalance: dict[str, Any] = {}
+
+    # -- aiokafka's AbstractPartitionAssignor --------------------------------
+    @property
+    def name(self) -> str:
+        return "streamjoin"
+
+    @property
+    def version(self) -> int:
+        return self.protocol_version
+
+    def metadata(self, topics: Iterable[str]) -> ConsumerProtocolMemberMetadata:
+        """What this worker tells the leader: identity, claims and offsets."""
+        member = self._load_member()
+        info = MemberInfo(
+            id=member["id"],
+            url=str(self.app.conf.canonical_url),
+            host=os.environ.get("STREAMJOIN_HOST_LABEL") or socket.gethostname(),
+            rack=os.environ.get("STREAMJOIN_RACK") or None,
+            capacity=_int_env("STREAMJOIN_CAPACITY", 1, minimum=1),
+            generation=member.get("generation"),
+            actives=member.get("actives", {}),
+            standbys=member.get("standbys", {}),
+            offsets=self._persisted_offsets(),
+        )
+        return ConsumerProtocolMemberMetadata(
+            self.protocol_version, sorted(topics), encode_member(info)
+        )
+
+    def assign(
+        self, cluster: ClusterMetadata, members: Mapping[str, ConsumerProtocolMemberMetadata]
+    ) -> dict[str, ConsumerProtocolMemberAssignment]:
+        """Leader: decode every member, run the core, encode each share."""
+        joined = []
+        for member_id, meta in sorted(members.items()):
+            info = decode_member(meta.user_data)
+            if info is None:
+                logger.warning(
+                    "streamjoin: member %s sent userdata this version cannot read; "
+                    "it joins as a fresh member (no previous tasks, no offsets)",
+                    member_id,
+                )
+            joined.append(JoinedMember(member_id, tuple(meta.subscription), info))
+        topics = sorted({t for meta in members.values() for t in meta.subscription})
+        partitions = {}
+        for topic in topics:
+            count = len(cluster.partitions_for_topic(topic) or ())
+            if count:
+                partitions[topic] = count
+            else:
+                logger.warning("streamjoin: topic %r has no partitions yet; not assigned", topic)
+        tables = list(getattr(self.app.tables, "data", {}).values())
+        changelogs = {t._changelog_topic_name() for t in tables}
+        globals_ = {t._changelog_topic_name() for t in tables if getattr(t, "is_global", False)}
+        state, member_ids = build_group_state(
+            joined,
+            partitions,
+            copartition=getattr(self.app, "copartitioned_topics", ()),
+            changelogs=changelogs - globals_,
+            global_changelogs=globals_,
+            standby_replicas=self.replicas,
+            acceptable_recovery_lag=_int_env("STREAMJOIN_RECOVERY_LAG", 10_000, minimum=0),
+        )
+        try:
+            result = assign(state)
+        except AssignmentError as exc:
+            logger.error("streamjoin: cannot assign the group: %s", exc)
+            raise
+        urls = {info.id: info.url for j in joined if (info := j.info) is not None}
+        order = sorted(result.members)
+        url_list = tuple(urls.get(mid, "") for mid in order)
+        index = {mid: i for i, mid in enumerate(order)}
+        routes: dict[str, list[int]] = {
+            t: [-1] * n for t, n in partitions.items() if t not in globals_
+        }
+        for mid, owned in result.members.items():
+            for topic, parts in owned.actives.items():
+                if topic in routes:
+                    for p in parts:
+                        routes[topic][p] = index[mid]
+        groups = {t: g.index for g in result.groups for t in g.topics}
+        out: dict[str, ConsumerProtocolMemberAssignment] = {}
+        for mid, owned in result.members.items():
+            actives = {t: list(p) for t, p in owned.actives.items()}
+            standbys = {t: list(p) for t, p in owned.standbys.items()}
+            protocol: dict[str, set[int]] = {}
+            for source in (actives, standbys):
+                for t, numbers in source.items():
+                    protocol.setdefault(t, set()).update(numbers)
+            share = AssignmentInfo(
+                generation=result.generation,
+                actives=actives,
+                standbys=standbys,
+                urls=url_list,
+                routes={t: tuple(o) for t, o in routes.items()},
+                groups=groups,
+            )
+            out[member_ids[mid]] = ConsumerProtocolMemberAssignment(
+                self.protocol_version,
+                sorted((t, sorted(numbers)) for t, numbers in protocol.items()),
+                encode_assignment(share),
+            )
+        for member_id in members:
+            out.setdefault(
+                member_id,
+                ConsumerProtocolMemberAssignment(
+                    self.protocol_version,
+                    [],
+                    encode_assignment(
+                        AssignmentInfo(result.generation, {}, {}, url_list, {}, groups)
+                    ),
+                ),
+            )
+        stats = result.stats
+        logger.info(
+            "streamjoin: assigned generation %d: %d members, %d tasks, spread %s/%s, "
+            "moved %s (minimum %s), warm promotions %s",
+            result.generation,
+            stats["members"],
+            stats["tasks"],
+            stats["active_spread"],
+            stats["active_spread_per_group"],
+            stats["moved"],
+            stats["minimum_moves"],
+            stats["warm_promotions"],
+        )
+        return out
+
+    def on_assignment(self, assignment: ConsumerProtocolMemberAssignment) -> None:
+        """Member: adopt the leader's decision and remember it for the next rebalance."""
+        info = decode_assignment(assignment.user_data)
+        if info is None:
+            logger.error(
+                "streamjoin: the group leader sent an assignment this version cannot read "
+                "(a worker running another assignor?); running what Kafka assigned as actives"
+            )
+            actives = {a.topic: sorted(a.partitions) for a in assignment.assignment}
+            info = AssignmentInfo(0, actives, {}, (), {}, {})
+        before_a, before_s = self._active_tps, self._standby_tps
+        self._actives = {t: list(p) for t, p in info.actives.items()}
+        self._standbys = {t: list(p) for t, p in info.standbys.items()}
+        self._active_tps = frozenset(TP(t, p) for t, ps in self._actives.items() for p in ps)
+        self._standby_tps = frozenset(TP(t, p) for t, ps in self._standbys.items() for p in ps)
+        self._topic_groups = dict(info.groups)
+        self._set_distribution(info)
+        self._remember(info)
+        gained = self._active_tps - before_a
+        warm = sum(1 for tp in gained if tp in before_s)
+        self.last_rebalance = {
+            "generation": info.generation,
+            "actives": {
+                "gained": len(gained),
+                "lost": len(before_a - self._active_tps),
+                "kept": len(self._active_tps & before_a),
+            },
+            "standbys": {
+                "gained": len(self._standby_tps - before_s),
+                "lost": len(before_s - self._standby_tps),
+                "kept": len(self._standby_tps & before_s),
+            },
+            "warm": warm,
+            "cold": len(gained) - warm,
+        }
+        a, s = self.last_rebalance["actives"], self.last_rebalance["standbys"]
+        logger.info(
+            "streamjoin: rebalance generation %d: actives +%d -%d =%d (%d warm, %d cold); "
+            "standbys +%d -%d =%d",
+            info.generation,
+            a["gained"],
+            a["lost"],
+            a["kept"],
+            warm,
+            len(gained) - warm,
+            s["gained"],
+            s["lost"],
+            s["kept"],
+        )
+
+    # -- faust's PartitionAssignorT and router ----------------------------
+    def group_for_topic(self, topic: str) -> int:
+        return self._topic_groups.get(topic, 0)
+
+    def assigned_actives(self) -> set[TP]:
+        return set(self._active_tps)
+
+    def assigned_standbys(self) -> set[TP]:
+        return set(self._standby_tps)
+
+    def is_active(self, tp: TP) -> bool:
+        return tp in self._active_tps
+
+    def is_standby(self, tp: TP) -> bool:
+        return tp in self._standby_tps
+
+    @property
+    def changelog_distribution(self) -> HostToPartitionMap:
+        return self._changelog_distribution
+
+    def key_store(self, topic: str, key: bytes) -> URL:
+        return URL(self._tps_url[self.app.producer.key_partition(topic, key)])
+
+    def external_key_store(self, topic: str, key: bytes) -> URL:
+        return URL(self._external_tps_url[self.app.producer.key_partition(topic, key)])
+
+    def table_metadata(self, topic: str) -> HostToPartitionMap:
+        return {
+            host: {t: p for t, p in by_topic.items() if t == topic}
+            for host, by_topic in self._changelog_distribution.items()
+        }
+
+    def tables_metadata(self) -> HostToPartitionMap:
+        return self._changelog_distribution
+
+    def external_topics_metadata(self) -> HostToPartitionMap:
+        return self._external_distribution
+
+    def describe(self) -> dict[str, Any]:
+        """The current assignment as JSON-ready data (served on the web port)."""
+        member = self._member or {}
+        return {
+            "member": member.get("id"),
+            "generation": member.get("generation"),
+            "actives": {t: sorted(p) for t, p in sorted(self._actives.items())},
+            "standbys": {t: sorted(p) for t, p in sorted(self._standbys.items())},
+            "last_rebalance": self.last_rebalance,
+        }
+
+    # -- internals -----------------------------------------------------------
+    def _set_distribution(self, info: AssignmentInfo) -> None:
+        changelogs = set(getattr(self.app.tables, "changelog_topics", set()))
+        routes = info.route_map()
+        self._changelog_distribution = {
+            url: {t: p for t, p in by_topic.items() if t in changelogs}
+            for url, by_topic in routes.items()
+        }
+        self._external_distribution = {
+            url: {t: p for t, p in by_topic.items() if t not in changelogs}
+            for url, by_topic in routes.items()
+        }
+        self._tps_url = {
+            TP(t, p): url
+            for url, by_topic in self._changelog_distribution.items()
+            for t, ps in by_topic.items()
+            for p in ps
+        }
+        self._external_tps_url = {
+            TP(t, p): url
+            for url, by_topic in self._external_distribution.items()
+            for t, ps in by_topic.items()
+            for p in ps
+        }
+
+    def _state_path(self) -> Path:
+        return Path(self.app.conf.datadir) / STATE_FILE
+
+    def _load_member(self) -> dict[str, Any]:
+        if self._member is not None:
+            return self._member
+        path = self._state_path()
+        member: dict[str, Any] = {}
+        try:
+            loaded = json.loads(path.read_text())
+            if isinstance(loaded, dict) and isinstance(loaded.get("id"), str):
+                member = loaded
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError) as exc:
+            logger.warning("streamjoin: ignoring unreadable %s (%s); starting fresh", path, exc)
+        static = (
+            os.environ.get("STREAMJOIN_INSTANCE_ID") or self.app.conf.consumer_group_instance_id
+        )
+        if static:
+            if member.get("id") not in (None, static):
+                member = {}  # a different identity: its claims are not ours
+            member["id"] = str(static)
+        member.setdefault("id", f"{self.app.conf.id}-{uuid.uuid4().hex[:12]}")
+        self._member = member
+        self._write_member()
+        return member
+
+    def _remember(self, info: AssignmentInfo) -> None:
+        member = self._load_member()
+        member.update(
+            generation=info.generation,
+            actives={t: sorted(p) for t, p in info.actives.items()},
+            standbys={t: sorted(p) for t, p in info.standbys.items()},
+        )
+        self._write_member()
+
+    def _write_member(self) -> None:
+        path = self._state_path()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self._member, sort_keys=True))
+            tmp.replace(path)
+        except OSError as exc:
+            logger.warning("streamjoin: cannot persist member state to %s: %s", path, exc)
+
+    def _persisted_offsets(self) -> dict[str, dict[int, int]]:
+        tables = self.app.tables
+        reader = getattr(tables, "persisted_offsets", None)
+        if reader is None:
+            return {}
+        try:
+            raw: Mapping[tuple[str, int], int] = reader()
+        except Exception as exc:  # never let a store problem break a rebalance
+            logger.warning("streamjoin: cannot read persisted changelog offsets: %s", exc)
+            return {}
+        out: MutableMapping[str, dict[int, int]] = {}
+        for (topic, partition), offset in sorted(raw.items()):
+            out.setdefault(topic, {})[partition] = offset
+        return dict(out)
+
+
+def _int_env(name: str, default: int, *, minimum: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        logger.warning("streamjoin: %s=%r is not an integer; using %d", name, raw, default)
+        return default
+    return max(value, minimum)
