@@ -75,7 +75,7 @@ class ProgressReporter:
 
     logger: logging.Logger
     interval: float = 1.0
-    stream: TextIO = field(default_factory=lambda: sys.stderr)
+    stream: TextIO = field(default_factory=lambda: sys.__stderr__ or sys.stderr)
     clock: Callable[[], float] = time.monotonic
     _last: dict[str, float] = field(default_factory=dict)
 

@@ -12,8 +12,8 @@ One *restore session* runs per rebalance generation:
    offset. When all active changelog partitions of a task are restored, that
    task's stream partitions are resumed; nothing of a partition is processed
    before then.
-4. After every active is restored, the standby partitions are resumed on the
-   same consumer and applied until the next rebalance; their applied offsets
+4. After every active is restored, a second consumer (polling more lazily)
+   applies the standby partitions until the next rebalance; their applied offsets
    are exposed by :meth:`Restorer.standby_offsets`.
 
 A persisted offset beyond the changelog's end (the topic was recreated or its
@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -58,7 +58,10 @@ class RestoreSettings:
     Attributes:
         fetch_max_bytes: upper bound of one fetch response.
         max_partition_fetch_bytes: upper bound per partition per fetch.
-        fetch_max_wait_ms: how long the broker may hold a fetch for data.
+        fetch_max_wait_ms: how long the broker may hold a fetch while restoring
+            actives.
+        standby_fetch_max_wait_ms: the same while tailing standbys (long: idle
+            standbys must not cost CPU).
         poll_timeout_ms: how long one ``getmany`` waits while restoring.
         standby_poll_timeout_ms: the same once only standbys are tailed.
         progress_interval: seconds between progress lines per table.
@@ -67,6 +70,7 @@ class RestoreSettings:
     fetch_max_bytes = 64 * 1024 * 1024
     max_partition_fetch_bytes = 16 * 1024 * 1024
     fetch_max_wait_ms = 100
+    standby_fetch_max_wait_ms = 500
     poll_timeout_ms = 200
     standby_poll_timeout_ms = 500
     progress_interval = 1.0
@@ -220,18 +224,31 @@ class Restorer(Service):
         }
         gate = _TaskGate(consumer, streams, global_partitions, self._restored_at)
         gate.update(pending={tp.partition for tp in actives})
-        if not actives:
-            await self._on_actives_restored(actives, standbys)
-        if not actives and not standbys:
-            return
-        restore_consumer = self._new_restore_consumer()
-        await restore_consumer.start()
-        try:
-            await self._restore(restore_consumer, generation_id, actives, standbys, gate)
-        finally:
-            await restore_consumer.stop()
+        if actives:
+            restored = await self._with_consumer(
+                self.settings.fetch_max_wait_ms,
+                lambda rc: self._restore_actives(rc, generation_id, actives, gate),
+            )
+            if not restored:
+                return
+        await self._on_actives_restored(actives, standbys)
+        if standbys and not self._stale(generation_id):
+            await self._with_consumer(
+                self.settings.standby_fetch_max_wait_ms,
+                lambda rc: self._tail_standbys(rc, generation_id, standbys),
+            )
 
-    def _new_restore_consumer(self) -> AIOKafkaConsumer:
+    async def _with_consumer(
+        self, fetch_max_wait_ms: int, body: Callable[[AIOKafkaConsumer], Awaitable[bool]]
+    ) -> bool:
+        rc = self._new_restore_consumer(fetch_max_wait_ms)
+        await rc.start()
+        try:
+            return await body(rc)
+        finally:
+            await rc.stop()
+
+    def _new_restore_consumer(self, fetch_max_wait_ms: int) -> AIOKafkaConsumer:
         conf = self.app.conf
         exactly_once = conf.processing_guarantee == ProcessingGuarantee.EXACTLY_ONCE
         return AIOKafkaConsumer(
@@ -243,7 +260,7 @@ class Restorer(Service):
             isolation_level="read_committed" if exactly_once else "read_uncommitted",
             fetch_max_bytes=self.settings.fetch_max_bytes,
             max_partition_fetch_bytes=self.settings.max_partition_fetch_bytes,
-            fetch_max_wait_ms=self.settings.fetch_max_wait_ms,
+            fetch_max_wait_ms=fetch_max_wait_ms,
             request_timeout_ms=int(conf.broker_request_timeout * 1000),
             check_crcs=False,
             **credentials_to_aiokafka_auth(conf.broker_credentials, conf.ssl_context),
@@ -267,7 +284,7 @@ class Restorer(Service):
             starts[ktp] = offset
         return starts
 
-    def _wipe(self, rc: AIOKafkaConsumer, ktp: TopicPartition, position: int, hw: int) -> None:
+    def _wipe(self, ktp: TopicPartition, position: int, hw: int) -> None:
         tp = TP(ktp.topic, ktp.partition)
         logger.warning(
             "local state of %s[%d] claims offset %d but the changelog ends at %d "
@@ -281,83 +298,107 @@ class Restorer(Service):
         self._writer(self._table_for(tp)).wipe(tp)
         self._applied.pop(tp, None)
 
-    async def _restore(
+    async def _fetch_and_apply(
+        self,
+        rc: AIOKafkaConsumer,
+        ktps: Mapping[TopicPartition, TP],
+        wait_ms: int,
+        progress: dict[TopicPartition, PartitionProgress[TopicPartition]],
+    ) -> None:
+        """One ``getmany``: apply each partition's records as one atomic batch."""
+        try:
+            fetched = await rc.getmany(timeout_ms=wait_ms)
+        except OffsetOutOfRangeError as exc:
+            await self._out_of_range(rc, exc.args[0] if exc.args else {}, progress)
+            return
+        for ktp, records in fetched.items():
+            tp = ktps.get(ktp)
+            if not records or tp is None:
+                continue
+            self._writer(self._table_for(tp)).apply(tp, records)
+            self._applied[tp] = records[-1].offset
+            part = progress.get(ktp)
+            if part is not None:
+                part.applied += len(records)
+
+    async def _position(
+        self,
+        rc: AIOKafkaConsumer,
+        ktp: TopicPartition,
+        progress: dict[TopicPartition, PartitionProgress[TopicPartition]],
+    ) -> int | None:
+        """The partition's position, after wiping it if it is beyond the changelog's end."""
+        hw = rc.highwater(ktp)
+        position = await rc.position(ktp)
+        if hw is not None and is_beyond_end(position, hw):
+            self._wipe(ktp, position, hw)
+            begin = (await rc.beginning_offsets([ktp])).get(ktp) or 0
+            rc.seek(ktp, begin)
+            if ktp in progress:
+                progress[ktp] = PartitionProgress(ktp, begin, begin)
+            return None
+        return position
+
+    async def _restore_actives(
         self,
         rc: AIOKafkaConsumer,
         generation_id: int,
         actives: set[TP],
-        standbys: set[TP],
         gate: _TaskGate,
-    ) -> None:
-        ktps = {TopicPartition(tp.topic, tp.partition): tp for tp in actives | standbys}
+    ) -> bool:
+        """Restore every active changelog partition; ``False`` if a rebalance interrupted."""
+        ktps = {TopicPartition(tp.topic, tp.partition): tp for tp in actives}
         rc.assign(sorted(ktps))
         ends = await rc.end_offsets(list(ktps))
         starts = await self._seek_start(rc, ktps)
-        pending = {k for k, tp in ktps.items() if tp in actives}
-        standby_only = {k for k, tp in ktps.items() if tp not in actives}
-        if pending and standby_only:
-            rc.pause(*sorted(standby_only))
-        progress = {k: PartitionProgress(k, starts[k], starts[k]) for k in pending}
-        finished: set[TopicPartition] = set()
+        pending = set(ktps)
+        progress = {
+            k: PartitionProgress(k, starts[k], starts[k], target=ends.get(k)) for k in pending
+        }
         started = time.monotonic()
         reporter = ProgressReporter(logger, interval=self.settings.progress_interval)
-        if pending:
-            logger.info(
-                "restoring %d changelog partition(s) of %d table(s)",
-                len(pending),
-                len({ktps[k].topic for k in pending}),
-            )
-        while not self._stale(generation_id):
-            wait_ms = (
-                self.settings.poll_timeout_ms
-                if pending
-                else self.settings.standby_poll_timeout_ms
-            )
-            try:
-                fetched = await rc.getmany(timeout_ms=wait_ms)
-            except OffsetOutOfRangeError as exc:
-                await self._out_of_range(rc, exc.args[0] if exc.args else {}, progress)
-                continue
-            for ktp, records in fetched.items():
-                if not records or ktp in finished:
-                    continue
-                tp = ktps[ktp]
-                self._writer(self._table_for(tp)).apply(tp, records)
-                self._applied[tp] = records[-1].offset
-                part = progress.get(ktp)
-                if part is not None:
-                    part.applied += len(records)
-            for ktp in sorted(ktps):
-                if ktp in finished or (rc.paused() and ktp in rc.paused()):
+        logger.info(
+            "restoring %d changelog partition(s) of %d table(s)",
+            len(pending),
+            len({tp.topic for tp in actives}),
+        )
+        while pending:
+            if self._stale(generation_id):
+                return False
+            await self._fetch_and_apply(rc, ktps, self.settings.poll_timeout_ms, progress)
+            for ktp in sorted(pending):
+                position = await self._position(rc, ktp, progress)
+                if position is None:
                     continue
                 hw = rc.highwater(ktp)
-                position = await rc.position(ktp)
-                if is_beyond_end(position, hw):
-                    self._wipe(rc, ktp, position, hw)
-                    rc.seek(ktp, (await rc.beginning_offsets([ktp])).get(ktp) or 0)
-                    if ktp in progress:
-                        progress[ktp] = PartitionProgress(ktp, 0, 0)
-                    continue
-                part = progress.get(ktp)
-                if part is not None:
-                    part.position = position
+                part = progress[ktp]
+                part.position = position
+                if hw is not None:
                     part.target = restore_target(hw, ends.get(ktp))
-                if ktp in pending and is_caught_up(position, hw, ends.get(ktp)):
+                if is_caught_up(position, hw, ends.get(ktp)):
                     pending.discard(ktp)
-                    self._partition_restored(ktps[ktp], progress[ktp], started)
-                    if ktp not in standby_only and ktps[ktp] not in standbys:
-                        finished.add(ktp)
-                        rc.pause(ktp)
+                    rc.pause(ktp)
+                    self._partition_restored(ktps[ktp], part, started)
                     gate.update(pending={k.partition for k in pending})
-                    if not pending:
-                        reporter.maybe_report(self._snapshots(progress, ktps, started), force=True)
-                        await self._on_actives_restored(actives, standbys)
-                        if standby_only:
-                            rc.resume(*sorted(standby_only))
-            if pending:
-                reporter.maybe_report(self._snapshots(progress, ktps, started))
-            elif not standby_only and not (set(ktps) - finished):
-                return
+            reporter.maybe_report(self._snapshots(progress, ktps, started), force=not pending)
+        return True
+
+    async def _tail_standbys(
+        self, rc: AIOKafkaConsumer, generation_id: int, standbys: set[TP]
+    ) -> bool:
+        """Apply the standby changelog partitions until the next rebalance."""
+        ktps = {TopicPartition(tp.topic, tp.partition): tp for tp in standbys}
+        rc.assign(sorted(ktps))
+        await self._seek_start(rc, ktps)
+        logger.info("applying %d standby changelog partition(s)", len(ktps))
+        no_progress: dict[TopicPartition, PartitionProgress[TopicPartition]] = {}
+        while not self._stale(generation_id):
+            await self._fetch_and_apply(
+                rc, ktps, self.settings.standby_poll_timeout_ms, no_progress
+            )
+            for ktp in sorted(ktps):
+                await self._position(rc, ktp, no_progress)
+        return True
 
     async def _out_of_range(
         self,
@@ -373,7 +414,7 @@ class Restorer(Service):
         for ktp, offset in offsets.items():
             begin = begins.get(ktp) or 0
             if offset > (ends.get(ktp) or 0):
-                self._wipe(rc, ktp, offset, ends.get(ktp) or 0)
+                self._wipe(ktp, offset, ends.get(ktp) or 0)
             else:
                 logger.warning(
                     "changelog %s[%d] no longer holds offset %d (retention or compaction); "
