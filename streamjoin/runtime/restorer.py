@@ -329,7 +329,7 @@ class Restorer(Service):
     ) -> int | None:
         """The partition's position, after wiping it if it is beyond the changelog's end."""
         hw = rc.highwater(ktp)
-        position = await rc.position(ktp)
+        position: int = await rc.position(ktp)
         if hw is not None and is_beyond_end(position, hw):
             self._wipe(ktp, position, hw)
             begin = (await rc.beginning_offsets([ktp])).get(ktp) or 0
