@@ -17,6 +17,7 @@ __version__ = "0.1.0"
 # public name -> "module:attribute", imported on first access
 _LAZY: dict[str, str] = {
     "App": "streamjoin.app:App",
+    "PartitionAssignor": "streamjoin.adapter.partition_assignor:PartitionAssignor",
     "TableManager": "streamjoin.runtime.tables:TableManager",
 }
 
