@@ -221,40 +221,40 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
             actives = {a.topic: sorted(a.partitions) for a in assignment.assignment}
             info = AssignmentInfo(0, actives, {}, (), {}, {})
         before_a, before_s = self._active_tps, self._standby_tps
+        if not before_a and not before_s:
+            # first assignment of this process: what the data directory says
+            # it ran before the restart is what counts as kept or warm
+            member = self._load_member()
+            before_a = _tps(member.get("actives", {}))
+            before_s = _tps(member.get("standbys", {}))
         self._actives = {t: list(p) for t, p in info.actives.items()}
         self._standbys = {t: list(p) for t, p in info.standbys.items()}
-        self._active_tps = frozenset(TP(t, p) for t, ps in self._actives.items() for p in ps)
-        self._standby_tps = frozenset(TP(t, p) for t, ps in self._standbys.items() for p in ps)
+        self._active_tps = _tps(self._actives)
+        self._standby_tps = _tps(self._standbys)
         self._topic_groups = dict(info.groups)
         self._set_distribution(info)
         self._remember(info)
+        changelogs = set(getattr(self.app.tables, "changelog_topics", set()))
         gained = self._active_tps - before_a
-        warm = sum(1 for tp in gained if tp in before_s)
+        stateful = {tp for tp in gained if tp.topic in changelogs}
+        warm = sum(1 for tp in stateful if tp in before_s)
         self.last_rebalance = {
             "generation": info.generation,
-            "actives": {
-                "gained": len(gained),
-                "lost": len(before_a - self._active_tps),
-                "kept": len(self._active_tps & before_a),
-            },
-            "standbys": {
-                "gained": len(self._standby_tps - before_s),
-                "lost": len(before_s - self._standby_tps),
-                "kept": len(self._standby_tps & before_s),
-            },
+            "actives": _delta(before_a, self._active_tps),
+            "standbys": _delta(before_s, self._standby_tps),
             "warm": warm,
-            "cold": len(gained) - warm,
+            "cold": len(stateful) - warm,
         }
         a, s = self.last_rebalance["actives"], self.last_rebalance["standbys"]
         logger.info(
-            "streamjoin: rebalance generation %d: actives +%d -%d =%d (%d warm, %d cold); "
-            "standbys +%d -%d =%d",
+            "streamjoin: rebalance generation %d: actives +%d -%d =%d "
+            "(changelog partitions: %d warm, %d cold); standbys +%d -%d =%d",
             info.generation,
             a["gained"],
             a["lost"],
             a["kept"],
             warm,
-            len(gained) - warm,
+            len(stateful) - warm,
             s["gained"],
             s["lost"],
             s["kept"],
@@ -395,6 +395,14 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
         for (topic, partition), offset in sorted(raw.items()):
             out.setdefault(topic, {})[partition] = offset
         return dict(out)
+
+
+def _tps(parts: Mapping[str, Iterable[int]]) -> frozenset[TP]:
+    return frozenset(TP(t, p) for t, ps in parts.items() for p in ps)
+
+
+def _delta(before: frozenset[TP], after: frozenset[TP]) -> dict[str, int]:
+    return {"gained": len(after - before), "lost": len(before - after), "kept": len(after & before)}
 
 
 def _int_env(name: str, default: int, *, minimum: int) -> int:
