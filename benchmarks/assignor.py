@@ -350,8 +350,10 @@ def _warm(m: Mapping[str, Any]) -> str:
     if not m["warm_possible"] and not m["warm"] and not m["cold"]:
         return "n/a"
     joiner = f", {m['cold_to_joiner']} to the joiner" if "joiner_tasks" in m else ""
+    reach = m.get("warm_reachable")
+    bound = f" (≤ {reach} reachable balanced)" if reach is not None else ""
     return (
-        f"{m['warm']} / {m['warm_possible']}; cold {m['cold']}"
+        f"{m['warm']} / {m['warm_possible']}{bound}; cold {m['cold']}"
         f" ({m['cold_with_standby']} despite a standby{joiner})"
     )
 

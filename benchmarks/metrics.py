@@ -391,6 +391,7 @@ def _rebalance_figures(
                     cold_to_joiner += 1
     minimum, exact = minimum_moves(lay, before)
     figures: dict[str, Any] = {
+        "warm_reachable": warm_reachable(lay, before),
         "moved": moved,
         "forced_moves": forced,
         "min_moves": minimum,
@@ -407,6 +408,73 @@ def _rebalance_figures(
         figures["joiner_tasks"] = total
         figures["joiner_fair"] = [int(share), -int(-share // 1)]
     return figures
+
+
+def warm_reachable(lay: Layout, before: Placement) -> int | None:
+    """At most how many orphaned stateful tasks can go warm at the minimum moves.
+
+    Orphans are stateful tasks whose previous owner left (or may no longer own them).
+    At the minimum number of moves the survivors keep their tasks, so a surviving
+    standby holder ``h`` can take orphans only up to its quota: ``⌊N/M⌋ − P_h`` in
+    total, one more for at most ``N mod M`` members (minus those already there), and
+    ``⌈N_g/M⌉ − p_{h,g}`` per group.  A max flow (orphan → its standby holders'
+    per-group slots → holder → sink / overflow) gives the number.  The per-group limit
+    on how many members reach ``⌈N_g/M⌉`` is relaxed, so it is an upper bound.  None
+    when there are no stateful orphans, or members differ in capacity or subscriptions.
+    """
+    members = set(lay.members)
+    count = len(members)
+    uniform = len({lay.capacity[m] for m in lay.members}) == 1 and all(
+        len(g.eligible) == count for g in lay.groups
+    )
+    if not uniform or not count:
+        return None
+    orphans: list[tuple[int, list[str]]] = []
+    totals: Counter[str] = Counter()
+    per_group: Counter[tuple[int, str]] = Counter()
+    for index, group in enumerate(lay.groups):
+        for p in range(group.partitions):
+            owner = before.owner[index][p]
+            if owner in members:
+                totals[owner] += 1
+                per_group[(index, owner)] += 1
+            elif owner is not None and group.stateful:
+                holders = [h for h in before.standbys[index][p] if h in members]
+                orphans.append((index, holders))
+    if not orphans:
+        return None
+    floor_, extra = divmod(lay.tasks, count)
+    overflow = max(0, extra - sum(1 for m in members if totals[m] > floor_))
+    slots: dict[tuple[int, str], int] = {}
+    holders_seen: dict[str, int] = {}
+    edges: list[tuple[int, int]] = []
+    for number, (index, holders) in enumerate(orphans):
+        for h in holders:
+            key = (index, h)
+            if key not in slots:
+                slots[key] = len(slots)
+            holders_seen.setdefault(h, len(holders_seen))
+            edges.append((number, slots[key]))
+    first_slot = 3 + len(orphans)
+    first_holder = first_slot + len(slots)
+    graph = _FlowGraph(first_holder + len(holders_seen))
+    for number in range(len(orphans)):
+        graph._edge(0, 3 + number, 1)
+    for number, slot in edges:
+        graph._edge(3 + number, first_slot + slot, 1)
+    for (index, h), slot in slots.items():
+        ceiling = -(-lay.groups[index].partitions // count)
+        room = ceiling - per_group[(index, h)]
+        if room > 0:
+            graph._edge(first_slot + slot, first_holder + holders_seen[h], room)
+    for h, node in holders_seen.items():
+        if totals[h] < floor_:
+            graph._edge(first_holder + node, 1, floor_ - totals[h])
+        if overflow and totals[h] <= floor_:
+            graph._edge(first_holder + node, 2, 1)
+    if overflow:
+        graph._edge(2, 1, overflow)
+    return graph.solve()
 
 
 def minimum_moves(lay: Layout, before: Placement) -> tuple[int, bool]:
@@ -535,37 +603,13 @@ def _cheapest_completion(
         total_cost += dist[1]
 
 
-class _ExtrasFlow:
-    """Max flow: which members take the extra slot of which group (see module doc)."""
+class _FlowGraph:
+    """A small max-flow graph: node 0 is the source, node 1 the sink (Dinic's algorithm)."""
 
-    def __init__(
-        self, extras: list[int], members: int, gain_edges: list[list[int]],
-        per_member: int, overflow: int,
-    ) -> None:
-        self.extras = extras
-        self.members = members
-        self.gains = [set(edges) for edges in gain_edges]
-        self.per_member = per_member
-        self.overflow = overflow
-        groups = len(extras)
-        # Nodes: 0 source, 1 sink, 2 overflow, 3.. groups, then members.
-        self.first_member = 3 + groups
-        size = self.first_member + members
+    def __init__(self, size: int) -> None:
         self.head: list[list[int]] = [[] for _ in range(size)]
         self.to: list[int] = []
         self.cap: list[int] = []
-        for g, extra in enumerate(extras):
-            if extra:
-                self._edge(0, 3 + g, extra)
-            for m in gain_edges[g]:
-                self._edge(3 + g, self.first_member + m, 1)
-        for m in range(members):
-            if per_member:
-                self._edge(self.first_member + m, 1, per_member)
-            if overflow:
-                self._edge(self.first_member + m, 2, 1)
-        if overflow:
-            self._edge(2, 1, overflow)
 
     def _edge(self, a: int, b: int, capacity: int) -> None:
         self.head[a].append(len(self.to))
@@ -576,7 +620,7 @@ class _ExtrasFlow:
         self.cap.append(0)
 
     def solve(self) -> int:
-        """Dinic's algorithm (paths are at most five edges long)."""
+        """Maximum flow from node 0 to node 1 (graphs here have short paths)."""
         total = 0
         while True:
             level = [-1] * len(self.head)
@@ -611,6 +655,36 @@ class _ExtrasFlow:
                     return pushed
             cursor[node] += 1
         return 0
+
+
+class _ExtrasFlow(_FlowGraph):
+    """Max flow: which members take the extra slot of which group (see module doc)."""
+
+    def __init__(
+        self, extras: list[int], members: int, gain_edges: list[list[int]],
+        per_member: int, overflow: int,
+    ) -> None:
+        self.extras = extras
+        self.members = members
+        self.gains = [set(edges) for edges in gain_edges]
+        self.per_member = per_member
+        self.overflow = overflow
+        groups = len(extras)
+        # Nodes: 0 source, 1 sink, 2 overflow, 3.. groups, then members.
+        self.first_member = 3 + groups
+        super().__init__(self.first_member + members)
+        for g, extra in enumerate(extras):
+            if extra:
+                self._edge(0, 3 + g, extra)
+            for m in gain_edges[g]:
+                self._edge(3 + g, self.first_member + m, 1)
+        for m in range(members):
+            if per_member:
+                self._edge(self.first_member + m, 1, per_member)
+            if overflow:
+                self._edge(self.first_member + m, 2, 1)
+        if overflow:
+            self._edge(2, 1, overflow)
 
     def complete(self) -> bool:
         """Deal the remaining extra slots out; True when a balanced completion was found.

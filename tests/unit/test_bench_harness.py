@@ -28,8 +28,10 @@ def tiny_document() -> dict[str, Any]:
     }
 
 
-def output(actives: dict[str, dict[str, list[int]]],
-           standbys: dict[str, dict[str, list[int]]] | None = None) -> dict[str, Any]:
+def output(
+    actives: dict[str, dict[str, list[int]]],
+    standbys: dict[str, dict[str, list[int]]] | None = None,
+) -> dict[str, Any]:
     """Build an output document from per-member active (and standby) maps."""
     standbys = standbys or {}
     return {
@@ -206,8 +208,7 @@ def test_minimum_moves_matches_exhaustive_search_on_random_groups() -> None:
         old = [f"m{i}" for i in range(rng.randint(2, 5))]
         new = old[: rng.randint(1, len(old))] if rng.random() < 0.5 else [*old, "joiner"]
         topics = {f"t{g}": c for g, c in enumerate(rng.sample(range(1, 12), rng.randint(1, 4)))}
-        document = {"topics": topics, "members": [{"id": m, "topics": sorted(topics)}
-                                                   for m in new]}
+        document = {"topics": topics, "members": [{"id": m, "topics": sorted(topics)} for m in new]}
         actives: dict[str, dict[str, list[int]]] = {m: {} for m in old}
         for topic, partitions in topics.items():
             for p in range(partitions):
@@ -215,3 +216,15 @@ def test_minimum_moves_matches_exhaustive_search_on_random_groups() -> None:
         lay = metrics.layout(document)
         before = metrics.placement(lay, output(actives))
         assert metrics.minimum_moves(lay, before) == (_exhaustive_minimum(lay, before), True)
+
+
+def test_warm_reachable_is_bounded_by_the_holders_quota() -> None:
+    document = tiny_document()
+    document["members"] = document["members"][:2]  # m3 left
+    actives = {"m1": task_map(0, 1), "m2": task_map(2, 3), "m3": task_map(4, 5)}
+    lay = metrics.layout(document)
+    crowded = output(actives, {"m1": {"state-changelog": [4, 5]}})
+    # Each survivor may reach 3 tasks: m1 can absorb only one of its two standbys.
+    assert metrics.warm_reachable(lay, metrics.placement(lay, crowded)) == 1
+    spread_out = output(actives, {"m1": {"state-changelog": [4]}, "m2": {"state-changelog": [5]}})
+    assert metrics.warm_reachable(lay, metrics.placement(lay, spread_out)) == 2
