@@ -17,7 +17,8 @@ __all__ = ["worker_command"]
 @click.option("--datadir", type=click.Path(file_okay=False, path_type=Path),
               help="Data directory; RocksDB state lives below it (default: the app's).")
 @click.option("--web-port", type=click.IntRange(1, 65535),
-              help="Port of this worker's web server (default: a free port).")
+              help="Port of this worker's web server (default: the app's, or a free port "
+              "instead of faust's 6066).")
 @click.option("--web-host", help="Host name this worker advertises.")
 @click.option("--web-bind", help="Interface the web server binds.")
 @click.option("--with-web/--without-web", "web", default=None,

@@ -21,6 +21,9 @@ from streamjoin.runtime.errors import AppImportError, BrokerUnreachable
 
 __all__ = ["WorkerOptions", "check_broker", "configure_app", "load_app", "run_worker"]
 
+#: faust's default ``web_port``; a worker left on it gets a free port instead.
+FAUST_DEFAULT_WEB_PORT = 6066
+
 
 @dataclass(frozen=True)
 class WorkerOptions:
@@ -30,7 +33,8 @@ class WorkerOptions:
         app: ``module:attribute`` naming a ``faust.App`` (or ``module`` with an ``app``).
         broker: broker URL(s), e.g. ``kafka://127.0.0.1:9092``; overrides the app's.
         datadir: data directory (RocksDB state lives below it); overrides the app's.
-        web_port: port of the worker's web server; ``None`` picks a free port,
+        web_port: port of the worker's web server; ``None`` keeps the app's
+            setting, except that faust's default (6066) becomes a free port,
             because faust binds one even when the web server is disabled.
         web_host: host name the worker advertises.
         web_bind: interface the web server binds.
@@ -147,7 +151,12 @@ def configure_app(app: Any, options: WorkerOptions) -> None:
         conf.datadir = options.datadir
     if options.standby_replicas is not None:
         conf.table_standby_replicas = options.standby_replicas
-    conf.web_port = options.web_port if options.web_port is not None else free_port()
+    if options.web_port is not None:
+        conf.web_port = options.web_port
+    elif conf.web_port == FAUST_DEFAULT_WEB_PORT:
+        # faust binds this port even with the web server off: two workers on
+        # one machine would collide, so each gets a free port instead.
+        conf.web_port = free_port()
     if options.web_host is not None:
         conf.web_host = options.web_host
     if options.web_bind is not None:
