@@ -13,8 +13,10 @@ them can still be overridden by passing the faust setting explicitly:
   seconds (:data:`GROUP_TIMEOUTS`): a killed worker is noticed after
   ``broker_session_timeout`` seconds, live members heartbeat every
   ``broker_heartbeat_interval`` seconds, and the coordinator waits at most
-  ``broker_rebalance_timeout`` seconds for members to rejoin. On a large
-  production cluster raise them (faust's own defaults are 60/3/60 s).
+  ``broker_rebalance_timeout`` seconds for members to rejoin. The embedded
+  broker also holds a first join for about half the session timeout (3 s
+  here, 30 s with faust's defaults). On a large production cluster raise
+  them (faust's own defaults are 60/3/60 s).
 """
 
 from __future__ import annotations

@@ -21,8 +21,6 @@ from streamjoin.runtime.errors import AppImportError, BrokerUnreachable
 
 __all__ = ["WorkerOptions", "check_broker", "configure_app", "load_app", "run_worker"]
 
-#: faust's default ``web_port``; a worker left on it gets a free port instead.
-FAUST_DEFAULT_WEB_PORT = 6066
 
 
 @dataclass(frozen=True)
@@ -33,9 +31,9 @@ class WorkerOptions:
         app: ``module:attribute`` naming a ``faust.App`` (or ``module`` with an ``app``).
         broker: broker URL(s), e.g. ``kafka://127.0.0.1:9092``; overrides the app's.
         datadir: data directory (RocksDB state lives below it); overrides the app's.
-        web_port: port of the worker's web server; ``None`` keeps the app's
-            setting, except that faust's default (6066) becomes a free port,
-            because faust binds one even when the web server is disabled.
+        web_port: port of the worker's web server; ``None``: the app's setting
+            if it has one, else a free port (not faust's 6066), because faust
+            binds one even when the web server is disabled.
         web_host: host name the worker advertises.
         web_bind: interface the web server binds.
         web: ``True``/``False`` to force the web server on/off; ``None`` keeps the app's.
@@ -133,37 +131,51 @@ def check_broker(urls: list[Any], timeout: float) -> None:
 
 
 def _export_environment(options: WorkerOptions) -> None:
-    """Set faust's environment variables so settings read at import time see them."""
+    """Pass options as faust's environment variables, before the app is imported.
+
+    Settings the app passes explicitly win over these; :func:`configure_app`
+    then overrides them where the command line asked for something else.
+    """
     if options.datadir is not None:
         os.environ["APP_DATADIR"] = str(options.datadir)
     if options.broker is not None:
         os.environ["BROKER_URL"] = options.broker
     if options.standby_replicas is not None:
         os.environ["TABLE_STANDBY_REPLICAS"] = str(options.standby_replicas)
+    # faust binds its web port even with the web server off: without
+    # --web-port each worker gets a free one instead of faust's 6066.
+    web_port = options.web_port if options.web_port is not None else free_port()
+    os.environ["WEB_PORT"] = str(web_port)
+
+
+def _override(conf: Any, name: str, value: Any) -> None:
+    """Set ``conf.<name>`` only when it differs (a late change makes faust warn)."""
+    if getattr(conf, name) != value:
+        setattr(conf, name, value)
 
 
 def configure_app(app: Any, options: WorkerOptions) -> None:
     """Apply *options* to ``app.conf`` (explicit options beat the app's own settings)."""
+    from yarl import URL
+
     conf = app.conf
     if options.broker is not None:
-        conf.broker = options.broker
+        wanted = [URL(u.strip()) for u in options.broker.split(";") if u.strip()]
+        if list(conf.broker) != wanted:
+            conf.broker = options.broker
     if options.datadir is not None:
-        conf.datadir = options.datadir
+        _override(conf, "datadir", Path(options.datadir))
     if options.standby_replicas is not None:
-        conf.table_standby_replicas = options.standby_replicas
+        _override(conf, "table_standby_replicas", options.standby_replicas)
     if options.web_port is not None:
-        conf.web_port = options.web_port
-    elif conf.web_port == FAUST_DEFAULT_WEB_PORT:
-        # faust binds this port even with the web server off: two workers on
-        # one machine would collide, so each gets a free port instead.
-        conf.web_port = free_port()
+        _override(conf, "web_port", options.web_port)
     if options.web_host is not None:
-        conf.web_host = options.web_host
+        _override(conf, "web_host", options.web_host)
     if options.web_bind is not None:
-        conf.web_bind = options.web_bind
+        _override(conf, "web_bind", options.web_bind)
     if options.web is not None:
-        conf.web_enabled = options.web
-    conf.canonical_url = f"http://{conf.web_host}:{conf.web_port}"
+        _override(conf, "web_enabled", options.web)
+    _override(conf, "canonical_url", URL(f"http://{conf.web_host}:{conf.web_port}"))
 
 
 def run_worker(options: WorkerOptions) -> int:

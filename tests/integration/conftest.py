@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -70,7 +71,9 @@ def workers(
     broker: EmbeddedBroker, tmp_path: Path, request: pytest.FixtureRequest
 ) -> Iterator[Workers]:
     """Worker factory bound to a per-test app id; kills its workers even when the test fails."""
-    app_id = "sj-" + re.sub(r"[^a-z0-9]+", "-", request.node.name.lower())[:40]
+    name = request.node.name
+    digest = hashlib.sha1(name.encode()).hexdigest()[:8]
+    app_id = "sj-" + re.sub(r"[^a-z0-9]+", "-", name.lower())[:32] + "-" + digest
     pool = Workers(broker, tmp_path, app_id)
     try:
         yield pool

@@ -97,8 +97,9 @@ def caught_up(broker: EmbeddedBroker, worker: WorkerProcess, app_id: str) -> boo
     return all(persisted.get(p, -1) >= highwaters[p] - 1 for p in status["actives"])
 
 
+@pytest.mark.parametrize("plain_faust", [False, True], ids=["streamjoin-app", "faust-app"])
 def test_changelog_written_in_multi_record_batches_restores_completely(
-    broker: EmbeddedBroker, workers: Any
+    broker: EmbeddedBroker, workers: Any, plain_faust: bool
 ) -> None:
     app_id = workers.app_id
     topic = changelog(app_id)
@@ -111,7 +112,7 @@ def test_changelog_written_in_multi_record_batches_restores_completely(
     # the broker's ListOffsets answer lags: the case that breaks faust's recovery
     assert any(lagging[p] < highwaters[p] for p in range(PARTITIONS))
 
-    worker = workers.spawn("w1")
+    worker = workers.spawn("w1", env={"SJ_TEST_PLAIN_FAUST": "1"} if plain_faust else {})
     worker.wait_for_log(RESTORED, 90)
     counts = applied_counts(worker.wait_for_log(APPLIED.pattern, 10, count=PARTITIONS))
     assert counts == {p: highwaters[p] for p in range(PARTITIONS)}

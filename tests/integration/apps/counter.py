@@ -4,6 +4,7 @@ Environment:
     SJ_TEST_APP_ID: app id (so each test gets its own topics and group).
     SJ_TEST_PARTITIONS: partitions of the source topic and the table.
     SJ_TEST_RESTORE_FETCH_BYTES: shrink the restore consumer's fetches (slow restore).
+    SJ_TEST_PLAIN_FAUST: use faust.App with TableManager="streamjoin:TableManager".
 
 It records, under its data directory:
     first_processed.jsonl: per partition, the first record processed by this
@@ -13,13 +14,17 @@ It records, under its data directory:
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
 from pathlib import Path
 from typing import Any
 
+import faust
+
 import streamjoin
+from streamjoin.app import GROUP_TIMEOUTS
 from streamjoin.runtime.restorer import Restorer, RestoreSettings
 
 APP_ID = os.environ.get("SJ_TEST_APP_ID", "sj-counter")
@@ -35,7 +40,19 @@ if FETCH_BYTES:
 
     Restorer.settings = _SmallFetches
 
-app = streamjoin.App(
+# SJ_TEST_PLAIN_FAUST=1: a plain faust.App that adopts streamjoin's restoration
+# with the one setting a faust user would add.
+if os.environ.get("SJ_TEST_PLAIN_FAUST"):
+    _App: Any = functools.partial(
+        faust.App,
+        store="rocksdb://",
+        TableManager="streamjoin:TableManager",
+        **GROUP_TIMEOUTS,  # so that the group settles as fast as streamjoin.App's
+    )
+else:
+    _App = streamjoin.App
+
+app = _App(
     APP_ID,
     topic_partitions=PARTITIONS,
     topic_replication_factor=1,
