@@ -39,13 +39,14 @@ def place_actives(
             tasks = held[m]
             keep = room.get(m, 0)
             if len(tasks) > keep:
-                # give up first the tasks someone else can take over warm
+                # give up first the tasks a former owner can take back warm,
+                # then those someone else can take over warm
                 tasks = sorted(
                     tasks,
-                    key=lambda p, m=m: (
-                        _has_warm_other(history, group.index, p, m, acceptable_lag),
+                    key=lambda p, m=m: (  # type: ignore[misc]
+                        _release_rank(history, group.index, p, m, acceptable_lag),
                         p,
-                    ),  # type: ignore[misc]
+                    ),
                 )
                 for p in tasks[keep:]:
                     released[p] = m
@@ -83,8 +84,13 @@ def place_actives(
     return owners, moves
 
 
-def _has_warm_other(history: History, g: int, p: int, m: int, acceptable_lag: int) -> bool:
-    return any(lag <= acceptable_lag and other != m for lag, other in history.warm.get((g, p), ()))
+def _release_rank(history: History, g: int, p: int, m: int, acceptable_lag: int) -> int:
+    """0: keep first (nobody else is warm), 1: another member is warm, 2: a former owner is."""
+    warm = {other for lag, other in history.warm.get((g, p), ()) if lag <= acceptable_lag}
+    warm.discard(m)
+    if not warm:
+        return 0
+    return 2 if warm.intersection(history.former.get((g, p), ())) else 1
 
 
 def _warm_target(
@@ -92,6 +98,10 @@ def _warm_target(
 ) -> tuple[int | None, int | None]:
     ranked = history.warm.get((g, p))
     if ranked:
+        former = history.former.get((g, p), ())
+        for lag, m in ranked:
+            if lag <= acceptable_lag and m in former and room.get(m, 0) > 0:
+                return m, lag  # a restarted owner takes its task back
         for lag, m in ranked:
             if lag > acceptable_lag:
                 break

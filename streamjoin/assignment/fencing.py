@@ -9,7 +9,7 @@ only from the changelog offsets members report: no broker round trip.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from streamjoin.assignment.model import MemberState, TaskGroup
 
@@ -32,6 +32,9 @@ class History:
     contested: frozenset[Task]
     #: number of claims that lost to a higher generation or a conflict
     fenced: int
+    #: task -> members whose claim lost to a newer generation (former owners,
+    #: e.g. a worker that restarted after its tasks moved on), sorted
+    former: Mapping[Task, tuple[int, ...]] = field(default_factory=dict)
 
     @property
     def owned(self) -> int:
@@ -53,6 +56,7 @@ def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) ->
     owner = tuple([-1] * g.partitions for g in groups)
     top = [[-1] * g.partitions for g in groups]
     contested: dict[Task, list[int]] = {}
+    former: dict[Task, list[int]] = {}
     fenced = 0
     standby_holders: dict[Task, list[int]] = {}
     for m, member in enumerate(members):
@@ -75,6 +79,7 @@ def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) ->
                         current = owners[p]
                         if current >= 0:
                             fenced += 1
+                            former.setdefault((gi, p), []).append(current)
                         elif current == _CONTESTED:
                             fenced += len(contested.pop((gi, p)))
                         owners[p] = m
@@ -88,6 +93,7 @@ def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) ->
                             contested[(gi, p)].append(m)
                     else:
                         fenced += 1
+                        former.setdefault((gi, p), []).append(m)
         for topic, partitions in member.standbys.items():
             held_group = group_of.get(topic)
             if (
@@ -115,6 +121,7 @@ def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) ->
         warm=warm,
         contested=frozenset(contested),
         fenced=fenced,
+        former={t: tuple(sorted(ms)) for t, ms in former.items()},
     )
 
 

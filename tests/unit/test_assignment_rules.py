@@ -263,3 +263,24 @@ def test_a_departed_members_tasks_all_go_warm_to_their_standbys() -> None:
         (new_owner,) = [mid for mid, a in after["assignment"].items() if p in a["actives"]["imp"]]
         assert p in out["assignment"][new_owner]["standbys"]["imp-changelog"]
     check_all(dict(doc, members=members), after)
+
+
+def test_a_restarted_member_takes_its_old_tasks_back_warm() -> None:
+    # c owned 1 and 4 at generation 3, crashed; a and b took them over at 4.
+    # c restarts with its state on disk: the tasks a and b give up are its own.
+    offsets = {"imp-changelog": {str(p): 500 for p in range(6)}}
+    doc = _doc(
+        _member("a", generation=4, actives={"imp": [0, 1, 2], "clk": [0, 1, 2]}, offsets=offsets),
+        _member("b", generation=4, actives={"imp": [3, 4, 5], "clk": [3, 4, 5]}, offsets=offsets),
+        _member(
+            "c",
+            generation=3,
+            actives={"imp": [1, 4], "clk": [1, 4]},
+            offsets={"imp-changelog": {"1": 498, "4": 499, "0": 500, "3": 500}},
+        ),
+        acceptable_recovery_lag=10,
+    )
+    out = assign_document(doc)
+    assert _owned(out, "c") == [1, 4]
+    assert out["stats"]["moved"] == out["stats"]["minimum_moves"] == 2
+    check_all(doc, out)

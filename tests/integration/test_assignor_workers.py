@@ -1,0 +1,228 @@
+"""streamjoin's assignor inside real faust workers on the embedded broker.
+
+Every worker is a ``streamjoin worker`` subprocess running
+``tests/integration/apps/assigned.py`` (``totals[key] += value``, one standby).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka_util import create_topic, encode, produce, read_status, run, wait_until
+
+from streamjoin.runtime.broker import EmbeddedBroker
+from streamjoin.runtime.process import WorkerProcess
+
+pytestmark = [pytest.mark.broker, pytest.mark.slow]
+
+APPS = Path(__file__).resolve().parent
+PARTITIONS = 6
+SETTLE = 90.0
+
+
+class Group:
+    """The workers of one test; all of them are killed at teardown."""
+
+    def __init__(self, broker: EmbeddedBroker, tmp_path: Path, app_id: str) -> None:
+        self.broker = broker
+        self.tmp_path = tmp_path
+        self.app_id = app_id
+        self.workers: dict[str, WorkerProcess] = {}
+
+    @property
+    def events(self) -> str:
+        return f"{self.app_id}-events"
+
+    @property
+    def changelog(self) -> str:
+        return f"{self.app_id}-totals-changelog"
+
+    def start(
+        self, name: str, *, kind: str = "streamjoin", host: str | None = None
+    ) -> WorkerProcess:
+        env = {
+            "SJ_TEST_APP_ID": self.app_id,
+            "SJ_TEST_PARTITIONS": str(PARTITIONS),
+            "SJ_TEST_KIND": kind,
+            "STREAMJOIN_HOST_LABEL": host or f"host-{name}",
+        }
+        worker = self.workers.get(name)
+        if worker is None:
+            worker = WorkerProcess(
+                "apps.assigned:app",
+                self.broker.url,
+                self.tmp_path / name,
+                self.tmp_path / f"{name}.log",
+                env=env,
+                cwd=APPS,
+            )
+            self.workers[name] = worker
+        return worker.start()
+
+    def status(self, name: str) -> dict[str, Any] | None:
+        return read_status(self.tmp_path / name)
+
+    def settled(self, names: list[str], min_generation: int = 0) -> dict[str, Any] | None:
+        """Statuses of *names* once they agree on a generation and cover every task."""
+        statuses = {}
+        for name in names:
+            status = self.status(name)
+            if status is None or not self.workers[name].running():
+                return None
+            statuses[name] = status
+        generations = {s["assignor"]["generation"] for s in statuses.values()}
+        if len(generations) != 1 or None in generations or min(generations) < min_generation:
+            return None
+        owned = [
+            p for s in statuses.values() for p in s["assignor"]["actives"].get(self.events, [])
+        ]
+        if sorted(owned) != list(range(PARTITIONS)):
+            return None
+        return statuses
+
+    def wait_settled(self, names: list[str], min_generation: int = 0) -> dict[str, Any]:
+        return wait_until(lambda: self.settled(names, min_generation), SETTLE, f"{names} to settle")
+
+    def kill_all(self) -> None:
+        for worker in self.workers.values():
+            worker.kill()
+
+
+@pytest.fixture
+def group(
+    broker: EmbeddedBroker, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Group]:
+    app_id = "sja-" + re.sub(r"[^a-z0-9]+", "-", request.node.name.lower())[:36]
+    run(create_topic(broker.bootstrap, f"{app_id}-events", PARTITIONS))
+    g = Group(broker, tmp_path, app_id)
+    try:
+        yield g
+    finally:
+        g.kill_all()
+
+
+def actives(statuses: dict[str, Any], topic: str) -> dict[str, set[int]]:
+    return {n: set(s["assignor"]["actives"].get(topic, [])) for n, s in statuses.items()}
+
+
+def standbys(statuses: dict[str, Any], topic: str) -> dict[str, set[int]]:
+    return {n: set(s["assignor"]["standbys"].get(topic, [])) for n, s in statuses.items()}
+
+
+def feed(broker: EmbeddedBroker, topic: str, n: int, start: int = 0) -> None:
+    records = [(encode(f"k{i % 60}"), encode(1), None) for i in range(start, start + n)]
+    run(produce(broker.bootstrap, topic, records))
+
+
+def test_a_joining_worker_gets_its_share_with_the_fewest_moves(group: Group) -> None:
+    """faust issue #93: a new worker got no tasks at all."""
+    group.start("a")
+    group.start("b")
+    two = group.wait_settled(["a", "b"])
+    before = actives(two, group.events)
+    assert sorted(len(p) for p in before.values()) == [3, 3]
+    group.start("c")
+    three = group.wait_settled(["a", "b", "c"], two["a"]["assignor"]["generation"] + 1)
+    after = actives(three, group.events)
+    assert sorted(len(p) for p in after.values()) == [2, 2, 2]
+    moved = sum(len(before[n] - after[n]) for n in before)
+    assert moved == 2  # 3/3 -> 2/2/2 needs exactly two moves
+    # stateful tasks carry one standby, never on the active's worker
+    spare = standbys(three, group.changelog)
+    owned = actives(three, group.changelog)
+    assert sorted(p for s in spare.values() for p in s) == list(range(PARTITIONS))
+    for name in spare:
+        assert not spare[name] & owned[name]
+
+
+def test_killed_workers_tasks_go_to_their_standbys_and_restore_only_the_delta(group: Group) -> None:
+    group.start("a")
+    group.start("b")
+    group.start("c")
+    first = group.wait_settled(["a", "b", "c"])
+    feed(group.broker, group.events, 600)
+    # standbys catch up with the changelog before the kill
+    wait_until(
+        lambda: _standbys_applied(group, ["a", "b", "c"]) >= 600,
+        60,
+        "standbys to apply the changelog",
+    )
+    victim_tasks = actives(first, group.changelog)["c"]
+    holders = standbys(first, group.changelog)
+    group.workers["c"].kill()
+    after = group.wait_settled(["a", "b"], first["a"]["assignor"]["generation"] + 1)
+    now = actives(after, group.changelog)
+    for p in victim_tasks:
+        (new_owner,) = [n for n in now if p in now[n]]
+        assert p in holders[new_owner], f"task {p} went to {new_owner}, not its standby holder"
+
+    def restored() -> dict[int, int] | None:
+        counts: dict[int, int] = {}
+        for name in ("a", "b"):
+            status = group.status(name) or {}
+            for topic, p, n in status.get("restore_counts", []):
+                if topic == group.changelog and p in victim_tasks:
+                    counts[p] = n
+        return counts if set(counts) == victim_tasks else None
+
+    counts = wait_until(restored, 60, "restore counts of the promoted tasks")
+    # the standbys were caught up: promoting them restores (almost) nothing
+    assert sum(counts.values()) < 20, counts
+
+
+def _standbys_applied(group: Group, names: list[str]) -> int:
+    """Changelog records the workers' standbys have applied, summed (offset + 1)."""
+    total = 0
+    for name in names:
+        status = group.status(name) or {}
+        total += sum(
+            o + 1 for topic, _, o in status.get("standby_offsets", []) if topic == group.changelog
+        )
+    # every changelog record is on exactly one standby (1 replica): compare with records fed
+    return total
+
+
+def test_a_restarted_worker_gets_its_tasks_back(group: Group) -> None:
+    group.start("a")
+    group.start("b")
+    group.start("c")
+    first = group.wait_settled(["a", "b", "c"])
+    feed(group.broker, group.events, 300)
+    wait_until(lambda: _standbys_applied(group, ["a", "b", "c"]) >= 300, 60, "standbys caught up")
+    mine = actives(first, group.events)["c"]
+    member_id = first["c"]["assignor"]["member"]
+    group.workers["c"].kill()
+    gone = group.wait_settled(["a", "b"], first["a"]["assignor"]["generation"] + 1)
+    group.start("c")
+    back = group.wait_settled(["a", "b", "c"], gone["a"]["assignor"]["generation"] + 1)
+    assert back["c"]["assignor"]["member"] == member_id  # identity kept in the data directory
+    assert actives(back, group.events)["c"] == mine
+
+
+def test_plain_faust_app_switched_by_two_settings(group: Group) -> None:
+    group.start("a", kind="faust")
+    group.start("b", kind="faust")
+    two = group.wait_settled(["a", "b"])
+    assert sorted(len(p) for p in actives(two, group.events).values()) == [3, 3]
+    spare = standbys(two, group.changelog)
+    assert sorted(p for s in spare.values() for p in s) == list(range(PARTITIONS))
+    assert "streamjoin: rebalance generation" in group.workers["a"].log_text()
+
+
+def test_no_standby_on_the_actives_host(group: Group) -> None:
+    group.start("a", host="shared")
+    group.start("b", host="shared")
+    group.start("c", host="other")
+    statuses = group.wait_settled(["a", "b", "c"])
+    host = {"a": "shared", "b": "shared", "c": "other"}
+    owned = actives(statuses, group.changelog)
+    spare = standbys(statuses, group.changelog)
+    for p in range(PARTITIONS):
+        (owner,) = [n for n in owned if p in owned[n]]
+        holders = [n for n in spare if p in spare[n]]
+        assert len(holders) == 1
+        assert host[holders[0]] != host[owner], f"task {p}: standby on the active's host"
