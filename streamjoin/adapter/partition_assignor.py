@@ -218,7 +218,7 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
                 "streamjoin: the group leader sent an assignment this version cannot read "
                 "(a worker running another assignor?); running what Kafka assigned as actives"
             )
-            actives = {a.topic: sorted(a.partitions) for a in assignment.assignment}
+            actives = {topic: sorted(parts) for topic, parts in assignment.assignment}
             info = AssignmentInfo(0, actives, {}, (), {}, {})
         before_a, before_s = self._active_tps, self._standby_tps
         if not before_a and not before_s:

@@ -226,3 +226,82 @@ def test_no_standby_on_the_actives_host(group: Group) -> None:
         holders = [n for n in spare if p in spare[n]]
         assert len(holders) == 1
         assert host[holders[0]] != host[owner], f"task {p}: standby on the active's host"
+
+
+class _ForeignMember:
+    """An aiokafka group member speaking the "streamjoin" protocol with odd userdata."""
+
+    def __init__(self, user_data: bytes) -> None:
+        self.user_data = user_data
+        self.assigned: list[tuple[str, list[int]]] = []
+
+    name = "streamjoin"
+    version = 1
+
+    def metadata(self, topics: Any) -> Any:
+        from aiokafka.coordinator.protocol import ConsumerProtocolMemberMetadata
+
+        return ConsumerProtocolMemberMetadata(1, sorted(topics), self.user_data)
+
+    def assign(self, cluster: Any, members: Any) -> Any:
+        raise AssertionError("the foreign member must not lead the group in this test")
+
+    def on_assignment(self, assignment: Any) -> None:
+        self.assigned = [(topic, sorted(parts)) for topic, parts in assignment.assignment]
+
+
+async def _join_foreign(
+    group: Group, member: _ForeignMember, names: list[str], after: int
+) -> dict[str, Any]:
+    import asyncio
+    import time
+
+    from aiokafka import AIOKafkaConsumer
+
+    consumer = AIOKafkaConsumer(
+        group.events,
+        group.changelog,
+        bootstrap_servers=group.broker.bootstrap,
+        group_id=group.app_id,
+        enable_auto_commit=False,
+        partition_assignment_strategy=(member,),
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=1000,
+    )
+    await consumer.start()
+    try:
+        deadline = time.monotonic() + SETTLE
+        while time.monotonic() < deadline:
+            await consumer.getmany(timeout_ms=200)
+            statuses = {n: group.status(n) for n in names}
+            gens = {s["assignor"]["generation"] for s in statuses.values() if s}
+            if member.assigned and len(gens) == 1 and min(gens) > after:
+                return {"statuses": statuses, "foreign": dict(member.assigned)}
+            await asyncio.sleep(0.1)
+        raise TimeoutError("group with the foreign member did not settle")
+    finally:
+        await consumer.stop()
+
+
+@pytest.mark.parametrize("kind", ["garbled", "previous-version"])
+def test_garbled_or_older_userdata_never_breaks_the_group(group: Group, kind: str) -> None:
+    from streamjoin.membership.userdata import MemberInfo, encode_member
+
+    group.start("a")
+    first = group.wait_settled(["a"])
+    if kind == "garbled":
+        data = b"\x80\x04\x95garbage, maybe a pickle"
+    else:
+        data = encode_member(
+            MemberInfo(id="old-worker", url="http://old:1", host="old", generation=None, version=1)
+        )
+    result = run(
+        _join_foreign(group, _ForeignMember(data), ["a"], first["a"]["assignor"]["generation"]), 120
+    )
+    mine = set(result["statuses"]["a"]["assignor"]["actives"].get(group.events, []))
+    theirs = set(result["foreign"].get(group.events, []))
+    assert mine | theirs == set(range(PARTITIONS)) and not mine & theirs
+    assert len(theirs) == PARTITIONS // 2  # a fresh member still gets its fair share
+    log = group.workers["a"].log_text()
+    if kind == "garbled":
+        assert "joins as a fresh member" in log
