@@ -104,15 +104,18 @@ class Restorer(Service):
     # -- what the TableManager and the assignor read -------------------------
 
     def standby_offsets(self) -> dict[tuple[str, int], int]:
-        """Last applied changelog offset of each standby partition assigned now."""
-        out: dict[tuple[str, int], int] = {}
-        for tp in sorted(self._standby_tps):
-            offset = self._applied.get(tp)
-            if offset is None:
-                offset = self._writer(self._table_for(tp)).persisted_offset(tp)
-            if offset is not None:
-                out[(tp.topic, tp.partition)] = offset
-        return out
+        """Last applied changelog offset of each standby partition assigned now.
+
+        Only in-memory state is read, so the consumer thread (where an
+        assignor builds its metadata) may call it; a standby appears once its
+        session has read the persisted offset or applied a batch.
+        """
+        applied = dict(self._applied)
+        return {
+            (tp.topic, tp.partition): applied[tp]
+            for tp in sorted(self._standby_tps)
+            if tp in applied
+        }
 
     def applied_offsets(self) -> dict[tuple[str, int], int]:
         """Last changelog offset applied by this process, per partition."""
