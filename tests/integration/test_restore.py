@@ -177,7 +177,8 @@ def test_kill9_during_restore_then_restart_finishes_exactly(
     run(create_topic(broker.bootstrap, topic, PARTITIONS))
     total = 80_000
     records = [(encode(f"k{i % 20_000}"), encode(i), i % PARTITIONS) for i in range(total)]
-    run(produce(broker.bootstrap, topic, records, linger_ms=5, max_batch_size=2048), 120)
+    # small batches: a restore with tiny fetches then takes seconds, time to interrupt it
+    run(produce(broker.bootstrap, topic, records, linger_ms=5, max_batch_size=512), 120)
 
     slow = workers.spawn("w", env={"SJ_TEST_RESTORE_FETCH_BYTES": "1024"})
     progress = re.compile(r"restoring table latest: (\d+)/(\d+) records")
