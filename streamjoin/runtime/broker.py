@@ -34,6 +34,7 @@ __all__ = [
     "EmbeddedBroker",
     "broker_binary",
     "free_port",
+    "port_is_free",
     "wait_for_port",
 ]
 
@@ -95,6 +96,17 @@ def free_port(host: str = LOOPBACK) -> int:
         return int(sock.getsockname()[1])
 
 
+def port_is_free(host: str, port: int) -> bool:
+    """Return ``True`` when nothing listens on *host:port* (it can be bound)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
 def wait_for_port(host: str, port: int, timeout: float) -> bool:
     """Return ``True`` once *host:port* accepts TCP connections, ``False`` after *timeout*."""
     deadline = time.monotonic() + timeout
@@ -149,6 +161,11 @@ class EmbeddedBroker:
         binary = broker_binary()
         if self.port == 0:
             self.port = free_port()
+        elif not port_is_free(LOOPBACK, self.port):
+            raise BrokerStartError(
+                f"port {self.port} on {LOOPBACK} is already in use (another broker?); "
+                "pick another --port, or --port 0 for a free one"
+            )
         listener = f"tcp://{LOOPBACK}:{self.port}"
         argv = [
             str(binary),

@@ -58,3 +58,17 @@ def test_broker_command_prints_address_and_stops_on_interrupt() -> None:
             proc.wait(timeout=10)
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def test_broker_on_a_busy_port_fails_with_one_line(broker: EmbeddedBroker) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", CLI, "broker", "--port", str(broker.port)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        start_new_session=True,
+    )
+    assert result.returncode != 0
+    assert result.stdout == ""
+    assert "already in use" in result.stderr
+    assert "Traceback" not in result.stderr
