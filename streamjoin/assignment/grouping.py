@@ -8,12 +8,12 @@ of every topic of group ``g``; all of it goes to one member.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from streamjoin.assignment.errors import CopartitioningError, InvalidGroupStateError
 from streamjoin.assignment.model import GroupState, MemberState, TaskGroup
 
-__all__ = ["build_groups"]
+__all__ = ["build_groups", "copartition_problems"]
 
 
 class _UnionFind:
@@ -105,3 +105,18 @@ def build_groups(state: GroupState, members: Sequence[MemberState]) -> tuple[Tas
             )
         )
     return tuple(groups)
+
+
+def copartition_problems(
+    counts: Mapping[str, int], declared: Iterable[Iterable[str]]
+) -> list[CopartitioningError]:
+    """Every declared co-partition group whose topics' partition counts differ.
+
+    Topics missing from ``counts`` (not created yet) are left out of the check.
+    """
+    problems = []
+    for group in declared:
+        present = {topic: counts[topic] for topic in sorted(set(group)) if topic in counts}
+        if len(set(present.values())) > 1:
+            problems.append(CopartitioningError(present))
+    return problems

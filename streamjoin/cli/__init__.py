@@ -11,6 +11,7 @@ import click
 from streamjoin import __version__
 from streamjoin.cli.assign import assign_command
 from streamjoin.cli.broker import broker_command
+from streamjoin.cli.topics import topics_command
 from streamjoin.cli.worker import worker_command
 
 __all__ = ["main"]
@@ -24,4 +25,5 @@ def main() -> None:
 
 main.add_command(assign_command)
 main.add_command(broker_command)
+main.add_command(topics_command)
 main.add_command(worker_command)

@@ -284,3 +284,11 @@ def test_a_restarted_member_takes_its_old_tasks_back_warm() -> None:
     assert _owned(out, "c") == [1, 4]
     assert out["stats"]["moved"] == out["stats"]["minimum_moves"] == 2
     check_all(doc, out)
+
+
+def test_copartition_problems_lists_every_bad_group() -> None:
+    from streamjoin.assignment.grouping import copartition_problems
+
+    counts = {"a": 4, "b": 6, "c": 4, "d": 4, "e": 2}
+    problems = copartition_problems(counts, [["a", "b"], ["c", "d"], ["d", "e", "missing"]])
+    assert [p.counts for p in problems] == [{"a": 4, "b": 6}, {"d": 4, "e": 2}]
