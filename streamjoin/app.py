@@ -7,8 +7,8 @@ them can still be overridden by passing the faust setting explicitly:
   database per table partition under the worker's data directory.
 * ``TableManager="streamjoin:TableManager"``: streamjoin's table restoration
   (see :mod:`streamjoin.runtime.tables`) instead of faust's recovery.
-* ``PartitionAssignor``: :data:`ASSIGNOR` (faust's own assignor until
-  streamjoin's lands; changing that one constant switches every App).
+* ``PartitionAssignor="streamjoin:PartitionAssignor"`` (:data:`ASSIGNOR`):
+  streamjoin's sticky, balanced, rack-aware, warm-first assignor.
 * Group timeouts short enough for a group of workers to settle within
   seconds (:data:`GROUP_TIMEOUTS`): a killed worker is noticed after
   ``broker_session_timeout`` seconds, live members heartbeat every
@@ -29,8 +29,7 @@ import faust
 __all__ = ["ASSIGNOR", "DEFAULTS", "GROUP_TIMEOUTS", "App"]
 
 #: The partition assignor every streamjoin.App uses unless told otherwise.
-#: streamjoin's own assignor replaces faust's by changing this one line.
-ASSIGNOR = "faust.assignor:PartitionAssignor"
+ASSIGNOR = "streamjoin:PartitionAssignor"
 
 #: Consumer-group timeouts (seconds): a group settles in a few seconds.
 GROUP_TIMEOUTS: Mapping[str, float] = {

@@ -9,17 +9,15 @@ translates between Kafka's group protocol, faust's router and the core.
 Per-worker settings come from the environment, so a plain ``faust worker``
 can set them too (``streamjoin worker`` sets them from its flags):
 
-======================== ==============================================
-``STREAMJOIN_INSTANCE_ID`` stable member identity (default: an id kept in
-                         the data directory, or faust's
-                         ``consumer_group_instance_id``)
-``STREAMJOIN_HOST_LABEL`` host used to keep standbys off the active's host
-                         (default: the machine's hostname)
-``STREAMJOIN_RACK``       rack / zone for standby spreading (default: none)
-``STREAMJOIN_CAPACITY``   integer weight of this worker's share (default 1)
-``STREAMJOIN_RECOVERY_LAG`` ``acceptable_recovery_lag`` in records
-                         (default 10000)
-======================== ==============================================
+- ``STREAMJOIN_INSTANCE_ID``: stable member identity (default: faust's
+  ``consumer_group_instance_id``, else an id kept in the data directory).
+- ``STREAMJOIN_HOST_LABEL``: no standby goes on a worker with the same label
+  as the task's active (default: the member id, i.e. only "not on the same
+  worker"; set it to the machine's name in production).
+- ``STREAMJOIN_RACK``: rack / zone; standbys prefer other racks (default none).
+- ``STREAMJOIN_CAPACITY``: integer weight of this worker's share (default 1).
+- ``STREAMJOIN_RECOVERY_LAG``: ``acceptable_recovery_lag`` in records
+  (default 10000).
 """
 
 from __future__ import annotations
@@ -27,7 +25,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
 import uuid
 from collections.abc import Iterable, Mapping, MutableMapping
 from pathlib import Path
@@ -99,7 +96,7 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
         info = MemberInfo(
             id=member["id"],
             url=str(self.app.conf.canonical_url),
-            host=os.environ.get("STREAMJOIN_HOST_LABEL") or socket.gethostname(),
+            host=os.environ.get("STREAMJOIN_HOST_LABEL") or member["id"],
             rack=os.environ.get("STREAMJOIN_RACK") or None,
             capacity=_int_env("STREAMJOIN_CAPACITY", 1, minimum=1),
             generation=member.get("generation"),

@@ -47,7 +47,7 @@ if KIND == "faust":
         **settings,
     )
 else:
-    app = streamjoin.App(APP_ID, PartitionAssignor="streamjoin:PartitionAssignor", **settings)
+    app = streamjoin.App(APP_ID, **settings)
 
 events = app.topic(
     f"{APP_ID}-events",
