@@ -35,6 +35,13 @@ __all__ = ["worker_command"]
               help="Seconds before a blocked event loop is reported (debug).")
 @click.option("--broker-timeout", type=float, default=10.0, show_default=True,
               help="Seconds to wait for the broker before giving up.")
+@click.option("--rack", help="Rack or zone of this worker; standbys prefer other racks.")
+@click.option("--host-label",
+              help="Host this worker runs on; no standby shares its active's host label.")
+@click.option("--instance-id",
+              help="Stable identity of this worker (also Kafka static membership).")
+@click.option("--capacity", type=click.IntRange(1, None),
+              help="Weight of this worker's share of tasks (default 1).")
 def worker_command(
     app_spec: str,
     broker: str | None,
@@ -49,6 +56,10 @@ def worker_command(
     debug: bool,
     blocking_timeout: float | None,
     broker_timeout: float,
+    rack: str | None,
+    host_label: str | None,
+    instance_id: str | None,
+    capacity: int | None,
 ) -> None:
     """Run a worker for the app given with -A until Ctrl-C.
 
@@ -72,6 +83,10 @@ def worker_command(
         debug=debug,
         blocking_timeout=blocking_timeout,
         broker_timeout=broker_timeout,
+        rack=rack,
+        host_label=host_label,
+        instance_id=instance_id,
+        capacity=capacity,
     )
     try:
         code = run_worker(options)

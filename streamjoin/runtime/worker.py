@@ -43,6 +43,10 @@ class WorkerOptions:
         debug: faust debug mode.
         blocking_timeout: seconds before a blocked event loop is reported.
         broker_timeout: seconds to wait for the broker to answer before giving up.
+        rack: rack / zone of this worker; standbys prefer other racks.
+        host_label: no standby goes on a worker with the same label as its active.
+        instance_id: stable identity (also Kafka static membership).
+        capacity: integer weight of this worker's share of tasks.
     """
 
     app: str
@@ -58,6 +62,10 @@ class WorkerOptions:
     debug: bool = False
     blocking_timeout: float | None = None
     broker_timeout: float = 10.0
+    rack: str | None = None
+    host_label: str | None = None
+    instance_id: str | None = None
+    capacity: int | None = None
 
 
 def load_app(spec: str) -> Any:
@@ -146,6 +154,17 @@ def _export_environment(options: WorkerOptions) -> None:
     # --web-port each worker gets a free one instead of faust's 6066.
     web_port = options.web_port if options.web_port is not None else free_port()
     os.environ["WEB_PORT"] = str(web_port)
+    # read by streamjoin's assignor (see streamjoin.adapter.partition_assignor)
+    assignor_env = {
+        "STREAMJOIN_RACK": options.rack,
+        "STREAMJOIN_HOST_LABEL": options.host_label,
+        "STREAMJOIN_INSTANCE_ID": options.instance_id,
+        "STREAMJOIN_CAPACITY": None if options.capacity is None else str(options.capacity),
+        "CONSUMER_GROUP_INSTANCE_ID": options.instance_id,
+    }
+    for name, value in assignor_env.items():
+        if value is not None:
+            os.environ[name] = value
 
 
 def _override(conf: Any, name: str, value: Any) -> None:

@@ -42,13 +42,17 @@ class Group:
         return f"{self.app_id}-totals-changelog"
 
     def start(
-        self, name: str, *, kind: str = "streamjoin", host: str | None = None
+        self,
+        name: str,
+        *,
+        kind: str = "streamjoin",
+        host: str | None = None,
+        extra_args: tuple[str, ...] = (),
     ) -> WorkerProcess:
         env = {
             "SJ_TEST_APP_ID": self.app_id,
             "SJ_TEST_PARTITIONS": str(PARTITIONS),
             "SJ_TEST_KIND": kind,
-            "STREAMJOIN_HOST_LABEL": host or f"host-{name}",
         }
         worker = self.workers.get(name)
         if worker is None:
@@ -59,6 +63,7 @@ class Group:
                 self.tmp_path / f"{name}.log",
                 env=env,
                 cwd=APPS,
+                extra_args=("--host-label", host or f"host-{name}", *extra_args),
             )
             self.workers[name] = worker
         return worker.start()
@@ -305,3 +310,10 @@ def test_garbled_or_older_userdata_never_breaks_the_group(group: Group, kind: st
     log = group.workers["a"].log_text()
     if kind == "garbled":
         assert "joins as a fresh member" in log
+
+
+def test_instance_id_is_the_members_identity(group: Group) -> None:
+    group.start("a", extra_args=("--instance-id", "worker-alpha", "--rack", "zone-1"))
+    group.start("b", extra_args=("--instance-id", "worker-beta", "--rack", "zone-2"))
+    statuses = group.wait_settled(["a", "b"])
+    assert {s["assignor"]["member"] for s in statuses.values()} == {"worker-alpha", "worker-beta"}
