@@ -48,13 +48,17 @@ DEFAULTS: Mapping[str, Any] = {
 
 
 class App(faust.App):
-    """A faust application with streamjoin's table restoration and RocksDB state.
+    """A faust application with streamjoin's assignor, table restoration and RocksDB state.
 
     Arguments are those of :class:`faust.App`; settings missing from
-    ``options`` take the values in :data:`DEFAULTS`.
+    ``options`` take the values in :data:`DEFAULTS`. With the web server on,
+    ``GET /streamjoin/assignment/`` returns the worker's current assignment.
     """
 
     def __init__(self, id: str, **options: Any) -> None:
         for name, value in DEFAULTS.items():
             options.setdefault(name, value)
         super().__init__(id, **options)
+        from streamjoin.adapter.web import add_assignment_page
+
+        add_assignment_page(self)

@@ -317,3 +317,28 @@ def test_instance_id_is_the_members_identity(group: Group) -> None:
     group.start("b", extra_args=("--instance-id", "worker-beta", "--rack", "zone-2"))
     statuses = group.wait_settled(["a", "b"])
     assert {s["assignor"]["member"] for s in statuses.values()} == {"worker-alpha", "worker-beta"}
+
+
+def test_assignment_served_on_the_web_port_and_rebalance_logged(group: Group) -> None:
+    import json
+    import urllib.request
+
+    from streamjoin.runtime.broker import free_port
+
+    port = free_port()
+    group.start("a", extra_args=("--with-web", "--web-port", str(port), "--web-bind", "127.0.0.1"))
+    status = group.wait_settled(["a"])
+
+    def fetch() -> dict[str, Any] | None:
+        try:
+            url = f"http://127.0.0.1:{port}/streamjoin/assignment/"
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return json.loads(response.read())  # type: ignore[no-any-return]
+        except OSError:
+            return None
+
+    served = wait_until(fetch, 30, "the assignment page")
+    assert served["member"] == status["a"]["assignor"]["member"]
+    assert served["actives"][group.events] == list(range(PARTITIONS))
+    lines = group.workers["a"].wait_for_log(r"streamjoin: rebalance generation \d+: actives \+", 10)
+    assert "(changelog partitions:" in lines[-1]
