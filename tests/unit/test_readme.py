@@ -34,3 +34,30 @@ def test_readme_documents_every_stats_field() -> None:
     state = _json_blocks()[0]
     for key in assign_document(state)["stats"]:
         assert key in text, f"stats field {key!r} is not documented in README.rst"
+
+
+def test_every_worker_flag_in_the_readme_exists() -> None:
+    from click.testing import CliRunner
+
+    from streamjoin.cli import main
+
+    help_text = CliRunner().invoke(main, ["worker", "--help"]).output
+    text = README.read_text()
+    section = text[
+        text.index("``streamjoin worker -A MODULE:APP [options]``") : text.index(
+            "``streamjoin topics check"
+        )
+    ]
+    flags = set(re.findall(r"``(--?[a-z][a-z-]*)", section)) | set(
+        re.findall(r"/(--[a-z-]+)", section)
+    )
+    assert flags, "no flags found in README's worker section"
+    for flag in sorted(flags):
+        assert flag in help_text, f"README names {flag} but `streamjoin worker` has no such option"
+
+
+def test_every_environment_variable_in_the_readme_is_read_by_the_code() -> None:
+    package = Path(__file__).resolve().parents[2] / "streamjoin"
+    code = "\n".join(p.read_text() for p in package.rglob("*.py"))
+    for name in sorted(set(re.findall(r"STREAMJOIN_[A-Z_]+", README.read_text()))):
+        assert f'"{name}"' in code, f"README names {name} but no code reads it"
