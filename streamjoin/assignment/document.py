@@ -8,6 +8,7 @@ offending field, never as a ``KeyError`` or ``TypeError``.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from typing import Any
 
@@ -67,17 +68,33 @@ def _topic(value: Any, where: str, topics: Mapping[str, int]) -> str:
 
 def _topic_list(value: Any, where: str, topics: Mapping[str, int]) -> tuple[str, ...]:
     items = _list(value, where)
+    if set(map(type, items)) <= {str} and topics.keys() >= set(items):
+        return tuple(items)  # the common case, checked at C speed
     return tuple(_topic(t, f"{where}[{i}]", topics) for i, t in enumerate(items))
 
 
+def _all_ints(items: Any, minimum: int) -> bool:
+    """Fast check (the common case); the slow path below names the culprit."""
+    values = list(items)
+    return not values or (set(map(type, values)) == {int} and min(values) >= minimum)
+
+
 def _partitions(value: Any, where: str, topics: Mapping[str, int]) -> dict[str, tuple[int, ...]]:
+    obj = _obj(value, where)
+    lists = list(obj.values())
+    if (
+        topics.keys() >= obj.keys()
+        and set(map(type, lists)) <= {list}
+        and _all_ints(itertools.chain.from_iterable(lists), 0)
+    ):  # the common case, checked in bulk
+        return {t: tuple(v) if len(v) < 2 else tuple(sorted(set(v))) for t, v in obj.items()}
     result: dict[str, tuple[int, ...]] = {}
-    for topic, parts in _obj(value, where).items():
+    for topic, parts in obj.items():
         _topic(topic, f"{where}", topics)
         items = _list(parts, f"{where}.{topic}")
-        result[topic] = tuple(
-            sorted({_int(p, f"{where}.{topic}[{i}]", 0) for i, p in enumerate(items)})
-        )
+        for i, p in enumerate(items):
+            _int(p, f"{where}.{topic}[{i}]", 0)
+        result[topic] = tuple(sorted(set(items)))
     return result
 
 
@@ -85,15 +102,21 @@ def _offsets(value: Any, where: str, topics: Mapping[str, int]) -> dict[str, dic
     result: dict[str, dict[int, int]] = {}
     for topic, by_partition in _obj(value, where).items():
         _topic(topic, where, topics)
-        parsed: dict[int, int] = {}
-        for key, offset in _obj(by_partition, f"{where}.{topic}").items():
-            try:
-                p = int(key)
-            except (TypeError, ValueError):
-                raise _fail(
-                    f"{where}.{topic}", f"partition keys must be integers, got {key!r}"
-                ) from None
-            parsed[_int(p, f"{where}.{topic}", 0)] = _int(offset, f"{where}.{topic}.{key}", -1)
+        raw = _obj(by_partition, f"{where}.{topic}")
+        try:
+            parsed = {int(key): offset for key, offset in raw.items()}
+        except (TypeError, ValueError):
+            parsed = {}
+        if len(parsed) != len(raw) or not (_all_ints(parsed, 0) and _all_ints(parsed.values(), -1)):
+            parsed = {}
+            for key, offset in raw.items():
+                try:
+                    p = int(key)
+                except (TypeError, ValueError):
+                    raise _fail(
+                        f"{where}.{topic}", f"partition keys must be integers, got {key!r}"
+                    ) from None
+                parsed[_int(p, f"{where}.{topic}", 0)] = _int(offset, f"{where}.{topic}.{key}", -1)
         result[topic] = parsed
     return result
 

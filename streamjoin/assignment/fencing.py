@@ -133,30 +133,51 @@ def _lags(
     """Lag of every member that reported offsets for all of a task's changelogs.
 
     lag = sum over the task's changelog partitions of (best reported offset -
-    own offset).
+    own offset). Returned per task as ``(lag, member)`` pairs, best first.
     """
     changelog_group: dict[str, TaskGroup] = {}
     for group in groups:
         for topic in group.changelogs:
             changelog_group[topic] = group
-    # task -> member -> {topic: offset}
-    reported: dict[Task, dict[int, dict[str, int]]] = {}
+    # task -> [(member, topic, offset)] in member order
+    reported: dict[Task, list[tuple[int, str, int]]] = {}
     for m, member in enumerate(members):
         for topic, offsets in member.offsets.items():
             target = changelog_group.get(topic)
             if target is None or m not in eligible_sets[target.index]:
                 continue
+            gi, limit = target.index, target.partitions
             for p, offset in offsets.items():
-                if 0 <= p < target.partitions:
-                    reported.setdefault((target.index, p), {}).setdefault(m, {})[topic] = offset
+                if 0 <= p < limit:
+                    entry = reported.get((gi, p))
+                    if entry is None:
+                        reported[(gi, p)] = [(m, topic, offset)]
+                    else:
+                        entry.append((m, topic, offset))
     warm: dict[Task, tuple[tuple[int, int], ...]] = {}
-    for task, by_member in reported.items():
+    for task, entries in reported.items():
         topics = groups[task[0]].changelogs
-        best = {t: max((o.get(t, -1) for o in by_member.values()), default=-1) for t in topics}
+        if len(topics) == 1:  # the common case: one changelog per task
+            if len(entries) == 1:
+                warm[task] = ((0, entries[0][0]),)
+            elif len(entries) == 2:
+                (m1, _, o1), (m2, _, o2) = entries
+                best = max(o1, o2)
+                first, second = (best - o1, m1), (best - o2, m2)
+                warm[task] = (first, second) if first <= second else (second, first)
+            else:
+                best = max(offset for _, _, offset in entries)
+                warm[task] = tuple(sorted((best - offset, m) for m, _, offset in entries))
+            continue
+        own: dict[int, dict[str, int]] = {}
+        top: dict[str, int] = {}
+        for m, topic, offset in entries:
+            own.setdefault(m, {})[topic] = offset
+            top[topic] = max(offset, top.get(topic, offset))
         ranked = sorted(
-            (sum(best[t] - own[t] for t in topics), m)
-            for m, own in by_member.items()
-            if all(t in own for t in topics)
+            (sum(top[t] - offsets[t] for t in topics), m)
+            for m, offsets in own.items()
+            if len(offsets) == len(topics)
         )
         if ranked:
             warm[task] = tuple(ranked)

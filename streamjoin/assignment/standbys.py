@@ -75,8 +75,9 @@ def place_standbys(
             if ranked is None:
                 candidates = list(held or ())
             else:
-                candidates = [m for _, m in ranked]
-                candidates += [m for m in held or () if m not in candidates]
+                candidates = [m for _, m in ranked if m != o]
+                if held:
+                    candidates += [m for m in held if m not in candidates]
             if len(candidates) > 1:
                 rank = {m: i for i, m in enumerate(candidates)}
                 candidates.sort(key=lambda m, o=o: (racks[m] == racks[o], rank[m]))  # type: ignore[misc]
