@@ -430,13 +430,19 @@ def _complete(
         eligible = (
             set(g.demand.eligible) if not g.uniform or len(g.demand.eligible) < len(lo) else None
         )
+
+        def fits(
+            m: int, g: _Group = g, ups: set[int] = ups, eligible: set[int] | None = eligible
+        ) -> bool:
+            """May ``m`` round up in ``g`` (eligible, fractional share, not up yet)?"""
+            return m not in ups and (eligible is None or m in eligible) and g.can_round_up(m)
+
         if g.demand.preferred:
             # zero-cost round-ups: the rounding stays the cheapest for its size
             for m in sorted(g.demand.preferred, key=lambda m, w=g.demand.preferred: (-w[m], m)):  # type: ignore[misc]
                 if not want:
                     break
-                allowed = eligible is None or m in eligible
-                if allowed and m not in ups and g.can_round_up(m) and rounding.can_absorb(m):
+                if fits(m) and rounding.can_absorb(m):
                     rounding.add(g.index, m)
                     want -= 1
         skipped: list[tuple[int, int, int]] = []
@@ -447,7 +453,7 @@ def _complete(
                 if used[m] < hi[m]:
                     heapq.heappush(spare, (entry[1], m))
                 continue
-            if m in ups or (eligible is not None and m not in eligible) or not g.can_round_up(m):
+            if not fits(m):
                 skipped.append(entry)
                 continue
             rounding.add(g.index, m)
@@ -465,7 +471,7 @@ def _complete(
             m = s_entry[1]
             if used[m] < lo[m] or used[m] >= hi[m]:
                 continue
-            if m in ups or (eligible is not None and m not in eligible) or not g.can_round_up(m):
+            if not fits(m):
                 spare_skipped.append(s_entry)
                 continue
             rounding.add(g.index, m)

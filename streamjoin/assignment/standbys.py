@@ -108,7 +108,7 @@ def place_standbys(
                         continue
                 if pick is None:
                     relaxed = True
-                    pick = _least_loaded(group, o, chosen[p], hosts, racks, room)
+                    pick = _least_loaded(group, o, chosen[p], hosts, room)
                     if pick is None:
                         break
                 chosen[p].append(pick)
@@ -201,7 +201,6 @@ def _least_loaded(
     owner: int,
     chosen: Sequence[int],
     hosts: Sequence[str],
-    racks: Sequence[str | None],
     room: Mapping[int, int],
 ) -> int | None:
     """Quota exhausted for every allowed member: take the one with most room."""

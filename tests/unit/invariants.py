@@ -236,3 +236,25 @@ def check_standbys(
             assert len({host[h] for h in holders}) == len(holders), "two standbys on one host"
             for h in holders:
                 assert h in g["eligible"]
+
+
+def feed_back(doc: Doc, out: Doc) -> Doc:
+    """The state members report after running ``out`` for a while (offsets 100)."""
+    members = []
+    for m in doc["members"]:
+        owned = out["assignment"][m["id"]]
+        offsets: dict[str, dict[str, int]] = {}
+        for kind in ("actives", "standbys"):
+            for t, parts in owned[kind].items():
+                if t in doc.get("changelogs", []):
+                    offsets.setdefault(t, {}).update({str(p): 100 for p in parts})
+        members.append(
+            dict(
+                m,
+                generation=out["generation"],
+                actives=owned["actives"],
+                standbys=owned["standbys"],
+                offsets=offsets,
+            )
+        )
+    return dict(doc, members=members)

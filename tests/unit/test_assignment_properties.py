@@ -8,7 +8,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from invariants import check_all, minimum_moves, moves, owners_of, task_groups
+from invariants import check_all, feed_back, minimum_moves, moves, owners_of, task_groups
 
 from streamjoin.assignment import assign_document
 
@@ -119,7 +119,7 @@ def test_member_order_does_not_matter(doc: Doc, rnd: random.Random) -> None:
 @given(group_states())
 def test_reassigning_a_stable_assignment_moves_nothing(doc: Doc) -> None:
     out = assign_document(doc)
-    again = _feed_back(doc, out)
+    again = feed_back(doc, out)
     second = assign_document(again)
     assert second["stats"]["moved"] == 0
     if out["stats"]["relaxed_balance"]:
@@ -130,31 +130,9 @@ def test_reassigning_a_stable_assignment_moves_nothing(doc: Doc) -> None:
         assert second["assignment"] == out["assignment"]
 
 
-def _feed_back(doc: Doc, out: Doc) -> Doc:
-    """The state members report after running ``out`` for a while."""
-    members = []
-    for m in doc["members"]:
-        owned = out["assignment"][m["id"]]
-        offsets: dict[str, dict[str, int]] = {}
-        for kind in ("actives", "standbys"):
-            for t, parts in owned[kind].items():
-                if t in doc.get("changelogs", []):
-                    offsets.setdefault(t, {}).update({str(p): 100 for p in parts})
-        members.append(
-            dict(
-                m,
-                generation=out["generation"],
-                actives=owned["actives"],
-                standbys=owned["standbys"],
-                offsets=offsets,
-            )
-        )
-    return dict(doc, members=members)
-
-
 def _churn_step(doc: Doc, out: Doc, rnd: random.Random, serial: int) -> tuple[Doc, str]:
     """Apply one random event to the state members would report after ``out``."""
-    nxt = _feed_back(doc, out)
+    nxt = feed_back(doc, out)
     members = nxt["members"]
     all_topics = sorted(doc["topics"])
     event = rnd.choice(
@@ -235,7 +213,7 @@ def test_moves_equal_the_minimum_on_a_joining_member() -> None:
         "members": [{"id": f"w{i}", "topics": sorted(topics)} for i in range(8)],
     }
     out = assign_document(doc)
-    nxt = _feed_back(doc, out)
+    nxt = feed_back(doc, out)
     nxt["members"].append({"id": "w8", "topics": sorted(topics)})
     second = assign_document(nxt)
     groups = task_groups(nxt)
@@ -267,7 +245,7 @@ def grown_groups(draw: st.DrawFn) -> tuple[Doc, Doc]:
         "members": [{"id": f"m{i:03d}", "topics": sorted(topics)} for i in range(n)],
     }
     first = assign_document(doc)
-    nxt = _feed_back(doc, first)
+    nxt = feed_back(doc, first)
     for _ in range(draw(st.integers(0, 3))):
         nxt["members"].pop(draw(st.integers(0, len(nxt["members"]) - 1)))
     for j in range(draw(st.integers(0 if len(nxt["members"]) else 1, 3))):

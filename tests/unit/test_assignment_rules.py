@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from invariants import check_all, owners_of, task_groups
+from invariants import check_all, feed_back, owners_of, task_groups
 
 from streamjoin.assignment import CopartitioningError, InvalidGroupStateError, assign_document
 
@@ -238,22 +238,7 @@ def test_a_departed_members_tasks_all_go_warm_to_their_standbys() -> None:
         "members": [{"id": f"w{i}", "topics": sorted(topics)} for i in range(8)],
     }
     out = assign_document(doc)
-    members = []
-    for m in doc["members"]:
-        owned = out["assignment"][m["id"]]
-        offsets = {
-            t: {str(p): 1000 for p in owned["actives"].get(t, []) + owned["standbys"].get(t, [])}
-            for t in doc["changelogs"]
-        }
-        members.append(
-            dict(
-                m,
-                generation=out["generation"],
-                actives=owned["actives"],
-                standbys=owned["standbys"],
-                offsets=offsets,
-            )
-        )
+    members = feed_back(doc, out)["members"]
     gone = members.pop(3)
     after = assign_document(dict(doc, members=members))
     orphans = gone["actives"]["imp"]
