@@ -86,7 +86,7 @@ def place_actives(
 
 def _release_rank(history: History, g: int, p: int, m: int, acceptable_lag: int) -> int:
     """0: keep first (nobody else is warm), 1: another member is warm, 2: a former owner is."""
-    warm = {other for lag, other in history.warm.get((g, p), ()) if lag <= acceptable_lag}
+    warm = {other for lag, other in history.warm.get((g, p)) or () if lag <= acceptable_lag}
     warm.discard(m)
     if not warm:
         return 0

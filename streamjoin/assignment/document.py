@@ -99,6 +99,19 @@ def _partitions(value: Any, where: str, topics: Mapping[str, int]) -> dict[str, 
 
 
 def _offsets(value: Any, where: str, topics: Mapping[str, int]) -> dict[str, dict[int, int]]:
+    obj = _obj(value, where)
+    if topics.keys() >= obj.keys() and set(map(type, obj.values())) <= {dict}:
+        try:  # the common case, checked in bulk
+            fast = {t: {int(k): o for k, o in by_p.items()} for t, by_p in obj.items()}
+        except (TypeError, ValueError):
+            fast = None
+        if (
+            fast is not None
+            and all(len(fast[t]) == len(obj[t]) for t in obj)
+            and _all_ints(itertools.chain.from_iterable(fast.values()), 0)
+            and _all_ints(itertools.chain.from_iterable(d.values() for d in fast.values()), -1)
+        ):
+            return fast
     result: dict[str, dict[int, int]] = {}
     for topic, by_partition in _obj(value, where).items():
         _topic(topic, where, topics)

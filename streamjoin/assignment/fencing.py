@@ -26,8 +26,10 @@ class History:
     owner: tuple[list[int], ...]
     #: task -> member indices that held a standby for it, sorted
     standby_holders: Mapping[Task, tuple[int, ...]]
-    #: task -> [(lag, member index)] of members with state for it, best first
-    warm: Mapping[Task, tuple[tuple[int, int], ...]]
+    #: task -> [(lag, member index)] of its standby holders, former and
+    #: previous owners that reported offsets for it, best first (computed on
+    #: demand: only the tasks that move or need standbys are looked at)
+    warm: Lags
     #: tasks whose claims were dropped (equal-generation conflict)
     contested: frozenset[Task]
     #: number of claims that lost to a higher generation or a conflict
@@ -114,71 +116,71 @@ def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) ->
     for gi, p in contested:
         owner[gi][p] = -1
     fenced += sum(len(claimants) for claimants in contested.values())
-    warm = _lags(members, groups, eligible_sets)
+    holders = {t: tuple(s) for t, s in standby_holders.items()}
+    formers = {t: tuple(sorted(ms)) for t, ms in former.items()}
     return History(
         owner=owner,
-        standby_holders={t: tuple(s) for t, s in standby_holders.items()},
-        warm=warm,
+        standby_holders=holders,
+        warm=Lags(members, groups, owner, holders, formers),
         contested=frozenset(contested),
         fenced=fenced,
-        former={t: tuple(sorted(ms)) for t, ms in former.items()},
+        former=formers,
     )
 
 
-def _lags(
-    members: Sequence[MemberState],
-    groups: Sequence[TaskGroup],
-    eligible_sets: Sequence[frozenset[int]],
-) -> dict[Task, tuple[tuple[int, int], ...]]:
-    """Lag of every member that reported offsets for all of a task's changelogs.
+class Lags:
+    """Per-task changelog lag of the members known to hold the task's state.
 
-    lag = sum over the task's changelog partitions of (best reported offset -
-    own offset). Returned per task as ``(lag, member)`` pairs, best first.
+    Candidates are the task's standby holders, its former owners (claims
+    fenced by a newer generation) and its previous owner; a candidate counts
+    when it reported offsets for every changelog of the task. lag = sum over
+    the task's changelogs of (best reported offset - own offset).
     """
-    changelog_group: dict[str, TaskGroup] = {}
-    for group in groups:
-        for topic in group.changelogs:
-            changelog_group[topic] = group
-    # task -> [(member, topic, offset)] in member order
-    reported: dict[Task, list[tuple[int, str, int]]] = {}
-    for m, member in enumerate(members):
-        for topic, offsets in member.offsets.items():
-            target = changelog_group.get(topic)
-            if target is None or m not in eligible_sets[target.index]:
-                continue
-            gi, limit = target.index, target.partitions
-            for p, offset in offsets.items():
-                if 0 <= p < limit:
-                    entry = reported.get((gi, p))
-                    if entry is None:
-                        reported[(gi, p)] = [(m, topic, offset)]
-                    else:
-                        entry.append((m, topic, offset))
-    warm: dict[Task, tuple[tuple[int, int], ...]] = {}
-    for task, entries in reported.items():
-        topics = groups[task[0]].changelogs
-        if len(topics) == 1:  # the common case: one changelog per task
-            if len(entries) == 1:
-                warm[task] = ((0, entries[0][0]),)
-            elif len(entries) == 2:
-                (m1, _, o1), (m2, _, o2) = entries
-                best = max(o1, o2)
-                first, second = (best - o1, m1), (best - o2, m2)
-                warm[task] = (first, second) if first <= second else (second, first)
-            else:
-                best = max(offset for _, _, offset in entries)
-                warm[task] = tuple(sorted((best - offset, m) for m, _, offset in entries))
-            continue
-        own: dict[int, dict[str, int]] = {}
-        top: dict[str, int] = {}
-        for m, topic, offset in entries:
-            own.setdefault(m, {})[topic] = offset
-            top[topic] = max(offset, top.get(topic, offset))
-        ranked = sorted(
-            (sum(top[t] - offsets[t] for t in topics), m)
-            for m, offsets in own.items()
-            if len(offsets) == len(topics)
+
+    def __init__(
+        self,
+        members: Sequence[MemberState],
+        groups: Sequence[TaskGroup],
+        owner: Sequence[Sequence[int]],
+        holders: Mapping[Task, Sequence[int]],
+        former: Mapping[Task, Sequence[int]],
+    ) -> None:
+        self._members = members
+        self._groups = groups
+        self._owner = owner
+        self._holders = holders
+        self._former = former
+        self._cache: dict[Task, tuple[tuple[int, int], ...] | None] = {}
+
+    def get(
+        self, task: Task, default: tuple[tuple[int, int], ...] | None = None
+    ) -> tuple[tuple[int, int], ...] | None:
+        """``(lag, member)`` pairs, best first; ``default`` when nobody reported offsets."""
+        if task in self._cache:
+            found = self._cache[task]
+        else:
+            found = self._cache[task] = self._compute(task)
+        return default if found is None else found
+
+    def _compute(self, task: Task) -> tuple[tuple[int, int], ...] | None:
+        gi, p = task
+        topics = self._groups[gi].changelogs
+        if not topics:
+            return None
+        candidates = set(self._holders.get(task, ()))
+        candidates.update(self._former.get(task, ()))
+        previous = self._owner[gi][p]
+        if previous >= 0:
+            candidates.add(previous)
+        reported: list[tuple[int, list[int]]] = []
+        for m in sorted(candidates):
+            offsets = self._members[m].offsets
+            own = [offsets.get(t, {}).get(p) for t in topics]
+            if all(o is not None for o in own):
+                reported.append((m, [o for o in own if o is not None]))
+        if not reported:
+            return None
+        best = [max(own[i] for _, own in reported) for i in range(len(topics))]
+        return tuple(
+            sorted((sum(b - o for b, o in zip(best, own, strict=True)), m) for m, own in reported)
         )
-        if ranked:
-            warm[task] = tuple(ranked)
-    return warm

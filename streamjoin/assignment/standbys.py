@@ -65,22 +65,28 @@ def place_standbys(
         chosen: list[list[int]] = [[] for _ in range(group.partitions)]
         # 1. sticky: keep standbys members hold (or have state for): a fresh
         #    rack first, then the most caught up
-        warm, holders = history.warm, history.standby_holders
+        warm, holders, former = history.warm, history.standby_holders, history.former
+        previous_owner = history.owner[group.index]
         gi = group.index
         for p, o in enumerate(owner):
-            ranked = warm.get((gi, p))
-            held = holders.get((gi, p))
-            if ranked is None and held is None:
+            # members with state for the task: standby holders, former owners
+            # and the previous owner when the task moved away from it
+            candidates = list(holders.get((gi, p), ()))
+            earlier = previous_owner[p]
+            if earlier >= 0 and earlier != o and earlier not in candidates:
+                candidates.append(earlier)
+            for m in former.get((gi, p), ()):
+                if m != o and m not in candidates:
+                    candidates.append(m)
+            if not candidates:
                 continue
-            if ranked is None:
-                candidates = list(held or ())
-            else:
-                candidates = [m for _, m in ranked if m != o]
-                if held:
-                    candidates += [m for m in held if m not in candidates]
             if len(candidates) > 1:
-                rank = {m: i for i, m in enumerate(candidates)}
-                candidates.sort(key=lambda m, o=o: (racks[m] == racks[o], rank[m]))  # type: ignore[misc]
+                # a fresh rack first, then the most caught up
+                lag = {m: i for i, (_, m) in enumerate(warm.get((gi, p)) or ())}
+                far = len(lag)
+                candidates.sort(
+                    key=lambda m, o=o: (racks[m] == racks[o], lag.get(m, far), m)  # type: ignore[misc]
+                )
             mine = chosen[p]
             for m in candidates:
                 if len(mine) >= counts[p]:

@@ -87,6 +87,19 @@ def test_copartitioning_error_names_every_topic_and_the_fix() -> None:
         (lambda d: d.update(standby_replicas="1"), "standby_replicas: expected an integer"),
         (lambda d: d.update(member=[]), "unknown field(s) ['member']"),
         (lambda d: d.update(members=[]), "no members"),
+        (
+            lambda d: d["members"][0].update(offsets={"imp-changelog": {"x": 5}}),
+            "partition keys must be integers",
+        ),
+        (
+            lambda d: d["members"][0].update(offsets={"imp-changelog": {"1": -5}}),
+            "must be at least -1",
+        ),
+        (
+            lambda d: d["members"][0].update(actives={"imp": [0, "1"]}),
+            "actives.imp[1]: expected an integer",
+        ),
+        (lambda d: d["members"][0].update(actives={"nope": [0]}), "unknown topic 'nope'"),
     ],
 )
 def test_bad_documents_are_rejected_with_the_field_named(mutate: Any, needle: str) -> None:
