@@ -290,3 +290,18 @@ def test_copartition_problems_lists_every_bad_group() -> None:
     counts = {"a": 4, "b": 6, "c": 4, "d": 4, "e": 2}
     problems = copartition_problems(counts, [["a", "b"], ["c", "d"], ["d", "e", "missing"]])
     assert [p.counts for p in problems] == [{"a": 4, "b": 6}, {"d": 4, "e": 2}]
+
+
+def test_the_garbage_collector_is_restored_after_an_assignment() -> None:
+    import gc
+
+    doc = _doc(_member("a"), _member("b"))
+    assert gc.isenabled()
+    assign_document(doc)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        assign_document(doc)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
