@@ -147,9 +147,10 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
         except AssignmentError as exc:
             logger.error("streamjoin: cannot assign the group: %s", exc)
             raise
-        urls = {info.id: info.url for j in joined if (info := j.info) is not None}
+        # by Kafka member id: two members claiming one stable id keep their own urls
+        urls = {j.member_id: j.info.url for j in joined if j.info is not None}
         order = sorted(result.members)
-        url_list = tuple(urls.get(mid, "") for mid in order)
+        url_list = tuple(urls.get(member_ids[mid], "") for mid in order)
         index = {mid: i for i, mid in enumerate(order)}
         routes: dict[str, list[int]] = {
             t: [-1] * n for t, n in partitions.items() if t not in globals_
