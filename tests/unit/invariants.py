@@ -258,3 +258,16 @@ def feed_back(doc: Doc, out: Doc) -> Doc:
             )
         )
     return dict(doc, members=members)
+
+
+def ad_join_doc(members: int = 8, **extra: Any) -> Doc:
+    """faust's peer case a: impressions+clicks and two changelogs, 64 partitions, 1 standby."""
+    topics = {"imp": 64, "clk": 64, "imp-changelog": 64, "clk-changelog": 64}
+    return {
+        "topics": topics,
+        "copartition": [["imp", "clk"]],
+        "changelogs": ["imp-changelog", "clk-changelog"],
+        "standby_replicas": 1,
+        "members": [{"id": f"w{i}", "topics": sorted(topics)} for i in range(members)],
+        **extra,
+    }

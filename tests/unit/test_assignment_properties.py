@@ -8,7 +8,15 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from invariants import check_all, feed_back, minimum_moves, moves, owners_of, task_groups
+from invariants import (
+    ad_join_doc,
+    check_all,
+    feed_back,
+    minimum_moves,
+    moves,
+    owners_of,
+    task_groups,
+)
 
 from streamjoin.assignment import assign_document
 
@@ -204,14 +212,8 @@ def test_churn_keeps_every_invariant_every_round() -> None:
 
 def test_moves_equal_the_minimum_on_a_joining_member() -> None:
     """faust issue #93: a 9th member must get its share, with the fewest moves."""
-    topics = {"imp": 64, "clk": 64, "imp-changelog": 64, "clk-changelog": 64}
-    doc: Doc = {
-        "topics": topics,
-        "copartition": [["imp", "clk"]],
-        "changelogs": ["imp-changelog", "clk-changelog"],
-        "standby_replicas": 1,
-        "members": [{"id": f"w{i}", "topics": sorted(topics)} for i in range(8)],
-    }
+    doc = ad_join_doc()
+    topics = doc["topics"]
     out = assign_document(doc)
     nxt = feed_back(doc, out)
     nxt["members"].append({"id": "w8", "topics": sorted(topics)})

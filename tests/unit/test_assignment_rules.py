@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from invariants import check_all, feed_back, owners_of, task_groups
+from invariants import ad_join_doc, check_all, feed_back, owners_of, task_groups
 
 from streamjoin.assignment import CopartitioningError, InvalidGroupStateError, assign_document
 
@@ -241,15 +241,7 @@ def test_cli_explain_and_errors() -> None:
 
 def test_a_departed_members_tasks_all_go_warm_to_their_standbys() -> None:
     """faust restores one of eight tasks cold here although a standby existed."""
-    topics = {"imp": 64, "clk": 64, "imp-changelog": 64, "clk-changelog": 64}
-    doc: Doc = {
-        "topics": topics,
-        "copartition": [["imp", "clk"]],
-        "changelogs": ["imp-changelog", "clk-changelog"],
-        "standby_replicas": 1,
-        "acceptable_recovery_lag": 100,
-        "members": [{"id": f"w{i}", "topics": sorted(topics)} for i in range(8)],
-    }
+    doc = ad_join_doc(acceptable_recovery_lag=100)
     out = assign_document(doc)
     members = feed_back(doc, out)["members"]
     gone = members.pop(3)
