@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 lint: $(STAMP)
 	$(BIN)/ruff check streamjoin tests benchmarks
-	$(BIN)/mypy streamjoin/assignment streamjoin/membership streamjoin/errors.py
+	$(BIN)/mypy streamjoin/assignment streamjoin/membership streamjoin/join streamjoin/errors.py
 
 test: lint
 	$(BIN)/pytest

@@ -1,0 +1,1 @@
+"""Windowed stream-stream joins. ``window`` and ``attribution`` are pure (no I/O)."""

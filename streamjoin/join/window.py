@@ -1,0 +1,58 @@
+"""``JoinWindow``: which records of the two sides match, and when it is safe to decide.
+
+Times are event times in milliseconds (a record's own ``ts_ms``). Stream time
+of a task is the largest event time it has seen. A record older than stream
+time - ``grace`` is *late*: it is reported, never joined, because results
+already emitted could not take it into account.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from streamjoin.join.errors import JoinConfigError
+
+__all__ = ["JoinWindow"]
+
+
+@dataclass(frozen=True)
+class JoinWindow:
+    """A right record matches a left one with the same key when
+    ``left.ts - before <= right.ts <= left.ts + after``.
+
+    ``grace`` bounds how far out of event-time order records may arrive.
+    """
+
+    before: int
+    after: int
+    grace: int
+
+    def __post_init__(self) -> None:
+        for name in ("before", "after", "grace"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise JoinConfigError(
+                    f"JoinWindow.{name} must be a non-negative number of milliseconds, "
+                    f"got {value!r}"
+                )
+
+    def matches(self, left_ts: int, right_ts: int) -> bool:
+        """Whether a right record at ``right_ts`` falls in the window of a left one."""
+        return left_ts - self.before <= right_ts <= left_ts + self.after
+
+    @property
+    def retention(self) -> int:
+        """How long a record must be kept after its event time (window + grace)."""
+        return self.before + self.after + self.grace
+
+    def decided_after(self, right_ts: int) -> int:
+        """Stream time after which a right record's outcome can no longer change.
+
+        Every left record it can match has ``ts <= right_ts + before``; those
+        arrive, at the latest, before stream time passes that plus ``grace``.
+        """
+        return right_ts + self.before + self.grace
+
+    def is_late(self, ts: int, stream_time: int | None) -> bool:
+        """Whether a record at ``ts`` arrives beyond grace."""
+        return stream_time is not None and ts < stream_time - self.grace

@@ -1,0 +1,149 @@
+"""Click attribution: stream outcomes equal the reference for any arrival within grace."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streamjoin.join.attribution import (
+    Click,
+    ClickOutcome,
+    Impression,
+    Late,
+    Outcome,
+    TaskAttribution,
+    attribute,
+)
+from streamjoin.join.errors import JoinConfigError
+from streamjoin.join.window import JoinWindow
+
+WINDOW = JoinWindow(before=0, after=30, grace=10)
+
+
+@st.composite
+def events(draw: st.DrawFn) -> tuple[list[Impression], list[Click], JoinWindow]:
+    window = JoinWindow(
+        before=draw(st.integers(0, 5)),
+        after=draw(st.integers(0, 40)),
+        grace=draw(st.integers(0, 20)),
+    )
+    keys = [f"a{i}" for i in range(draw(st.integers(1, 4)))]
+    imps = [
+        Impression(
+            draw(st.sampled_from(keys)), f"i{n}", draw(st.integers(0, 200)), f"c{n % 3}", 0.5
+        )
+        for n in range(draw(st.integers(0, 8)))
+    ]
+    clicks = [
+        Click(draw(st.sampled_from(keys)), f"k{n}", draw(st.integers(0, 240)))
+        for n in range(draw(st.integers(0, 14)))
+    ]
+    return imps, clicks, window
+
+
+def _run(
+    imps: list[Impression], clicks: list[Click], window: JoinWindow, rnd: random.Random
+) -> tuple[dict[str, ClickOutcome], list[Late]]:
+    """Feed the records in an arrival order that stays within grace."""
+    records: list[Impression | Click] = [*imps, *clicks]
+    # arrival position = event time + a jitter of at most grace: never late
+    order = sorted(records, key=lambda r: (r.ts + rnd.randint(0, window.grace), rnd.random()))
+    task = TaskAttribution(window)
+    outcomes: dict[str, ClickOutcome] = {}
+    late: list[Late] = []
+    for record in order:
+        emitted = (
+            task.on_impression(record) if isinstance(record, Impression) else task.on_click(record)
+        )
+        for item in emitted:
+            if isinstance(item, Late):
+                late.append(item)
+            else:
+                assert item.click_id not in outcomes, "a click got two outcomes"
+                outcomes[item.click_id] = item
+    for item in task.flush():
+        assert isinstance(item, ClickOutcome)
+        assert item.click_id not in outcomes
+        outcomes[item.click_id] = item
+    return outcomes, late
+
+
+@settings(max_examples=300, deadline=None)
+@given(events(), st.randoms(use_true_random=False))
+def test_outcomes_equal_the_reference_for_any_arrival_within_grace(
+    data: tuple[list[Impression], list[Click], JoinWindow], rnd: random.Random
+) -> None:
+    imps, clicks, window = data
+    outcomes, late = _run(imps, clicks, window, rnd)
+    assert late == []
+    assert outcomes == attribute(imps, clicks, window)
+    # one billed click per impression at most, every click exactly one outcome
+    billed = [o.impression_id for o in outcomes.values() if o.outcome is Outcome.ATTRIBUTED]
+    assert len(billed) == len(set(billed))
+    assert set(outcomes) == {c.click_id for c in clicks}
+
+
+def test_earliest_click_is_billed_later_ones_are_duplicates_orphans_unattributed() -> None:
+    task = TaskAttribution(WINDOW)
+    out = []
+    out += task.on_impression(Impression("a", "i1", 100, "camp", 0.25))
+    out += task.on_click(Click("a", "k2", 120))
+    out += task.on_click(Click("a", "k1", 115))  # earlier by event time, arrives later
+    out += task.on_click(Click("b", "k3", 118))  # no impression for b
+    assert out == []  # nothing is final before stream time passes ts + grace
+    out += task.on_click(Click("a", "k4", 131))  # outside the 30 ms window
+    out += task.on_impression(Impression("z", "i9", 200))
+    kinds = {o.click_id: o.outcome for o in out if isinstance(o, ClickOutcome)}
+    assert kinds == {
+        "k1": Outcome.ATTRIBUTED,
+        "k2": Outcome.DUPLICATE,
+        "k3": Outcome.UNATTRIBUTED,
+        "k4": Outcome.UNATTRIBUTED,
+    }
+    billed = next(o for o in out if isinstance(o, ClickOutcome) and o.click_id == "k1")
+    assert (billed.impression_id, billed.campaign, billed.cost) == ("i1", "camp", 0.25)
+
+
+def test_late_records_are_reported_not_joined() -> None:
+    task = TaskAttribution(WINDOW)
+    task.on_impression(Impression("a", "i1", 100))
+    task.on_click(Click("a", "k0", 200))  # stream time 200
+    emitted = task.on_click(Click("a", "k1", 105))  # 95 behind, grace 10
+    assert [type(e) for e in emitted] == [Late]
+    assert task.late_count == 1
+    assert "k1" not in {o.click_id for o in task.flush() if isinstance(o, ClickOutcome)}
+
+
+def test_a_replayed_click_gets_the_same_outcome_not_a_second_bill() -> None:
+    task = TaskAttribution(WINDOW)
+    task.on_impression(Impression("a", "i1", 100))
+    task.on_click(Click("a", "k1", 110))
+    first = [
+        o for o in task.on_impression(Impression("a", "i2", 125)) if isinstance(o, ClickOutcome)
+    ]
+    assert [o.outcome for o in first] == [Outcome.ATTRIBUTED]
+    again = [o for o in task.on_click(Click("a", "k1", 110)) if isinstance(o, ClickOutcome)]
+    assert again == first
+
+
+def test_state_stays_flat_across_many_windows() -> None:
+    task = TaskAttribution(WINDOW)
+    sizes = []
+    for n in range(5_000):
+        ts = n * 7
+        task.on_impression(Impression(f"a{n}", f"i{n}", ts))
+        task.on_click(Click(f"a{n}", f"k{n}", ts + 3))
+        if n % 500 == 499:
+            sizes.append(task.stored())
+    assert max(sizes) == min(sizes) or max(sizes) - min(sizes) <= 2, sizes
+    assert max(sizes) < 40  # a window and grace worth of records, not 10,000
+
+
+@pytest.mark.parametrize("bad", [{"before": -1}, {"after": 1.5}, {"grace": True}])
+def test_window_rejects_bad_values(bad: dict[str, object]) -> None:
+    values: dict[str, object] = {"before": 0, "after": 30, "grace": 10, **bad}
+    with pytest.raises(JoinConfigError, match="non-negative number of milliseconds"):
+        JoinWindow(**values)  # type: ignore[arg-type]
