@@ -21,11 +21,13 @@ persists its state and the Spark side applies the same rules in batch.
 
 from __future__ import annotations
 
-import heapq
+import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 
+from streamjoin.join import keys
+from streamjoin.join.state import KVState, MemoryState
 from streamjoin.join.window import JoinWindow
 
 __all__ = [
@@ -82,68 +84,86 @@ class Late:
     stream_time: int
 
 
-@dataclass
-class _KeyState:
-    impressions: list[Impression] = field(default_factory=list)
-    #: impression id -> (ts, click_id) of its billed click
-    billed: dict[str, tuple[int, str]] = field(default_factory=dict)
-    pending: list[Click] = field(default_factory=list)
-    #: outcomes already emitted, by click id (a replayed click gets the same)
-    decided: dict[str, ClickOutcome] = field(default_factory=dict)
-
-
 class TaskAttribution:
-    """Attribution state of one task (one partition of both topics)."""
+    """Attribution state of one task (one partition of both topics).
 
-    def __init__(self, window: JoinWindow) -> None:
+    All state lives in a :class:`~streamjoin.join.state.KVState` (records,
+    decisions and stream time as content; the due and expiry orders as local
+    indexes), so a durable backend survives a crash and a new owner rebuilds
+    the task from the changelog: call :meth:`rebuild_indexes` after a restore.
+    """
+
+    def __init__(self, window: JoinWindow, state: KVState | None = None) -> None:
         self.window = window
-        self.stream_time: int | None = None
-        self._keys: dict[str, _KeyState] = {}
-        #: (decided_after, ts, click_id, key) of every pending click
-        self._due: list[tuple[int, int, str, str]] = []
-        #: (ts, key) of every stored impression and decided click, for expiry
-        self._expiry: list[tuple[int, str]] = []
+        self.state: KVState = state if state is not None else MemoryState()
+        raw = self.state.get(keys.STREAM_TIME)
+        self.stream_time: int | None = None if raw is None else int.from_bytes(raw, "big")
         self.late_count = 0
 
     # -- feeding ------------------------------------------------------------
     def on_impression(self, imp: Impression) -> list[ClickOutcome | Late]:
         """Add an impression; return what became final (and a Late if it is late)."""
+        rkey = keys.record_key(keys.IMPRESSION, imp.key, imp.ts, imp.impression_id)
+        if self.state.get(rkey) is not None:
+            return self._advance(imp.ts)  # replayed: stored once
         if self.window.is_late(imp.ts, self.stream_time):
             self.late_count += 1
             return [Late(imp, self._now())]
-        state = self._keys.setdefault(imp.key, _KeyState())
-        if all(i.impression_id != imp.impression_id for i in state.impressions):
-            state.impressions.append(imp)  # a replayed impression is stored once
-            heapq.heappush(self._expiry, (imp.ts, imp.key))
+        self.state.put(rkey, _dump({"campaign": imp.campaign, "cost": imp.cost, "billed": None}))
+        self.state.put_index(
+            keys.expiry_key(imp.ts, keys.IMPRESSION, imp.key, imp.impression_id), b""
+        )
         return self._advance(imp.ts)
 
     def on_click(self, click: Click) -> list[ClickOutcome | Late]:
         """Add a click; return what became final (and a Late if it is late)."""
-        known = self._keys.get(click.key)
-        if known is not None and click.click_id in known.decided:
+        rkey = keys.record_key(keys.CLICK, click.key, click.ts, click.click_id)
+        known = self.state.get(rkey)
+        if known is not None:
+            value = json.loads(known)
+            if value["o"] is None:
+                return self._advance(click.ts)  # replayed while pending
             # replayed after its outcome (e.g. after a crash): the same outcome
-            return [known.decided[click.click_id], *self._advance(click.ts)]
+            return [_outcome(click.key, click.ts, click.click_id, value), *self._advance(click.ts)]
         if self.window.is_late(click.ts, self.stream_time):
             self.late_count += 1
             return [Late(click, self._now())]
-        state = self._keys.setdefault(click.key, _KeyState())
-        if all(c.click_id != click.click_id for c in state.pending):
-            state.pending.append(click)
-            heapq.heappush(
-                self._due,
-                (self.window.decided_after(click.ts), click.ts, click.click_id, click.key),
-            )
+        self.state.put(rkey, _dump({"o": None}))
+        self.state.put_index(
+            keys.due_key(self.window.decided_after(click.ts), click.ts, click.key, click.click_id),
+            b"",
+        )
         return self._advance(click.ts)
 
     def flush(self) -> list[ClickOutcome | Late]:
         """Decide every pending click (end of input, e.g. a batch run)."""
-        return self._emit(None)
+        return list(self._emit(keys.MAX_TS))
+
+    def rebuild_indexes(self) -> None:
+        """Recreate the local due and expiry indexes from the content.
+
+        The runtime calls it when a task is opened on a worker (its content
+        may just have been restored from the changelog).
+        """
+        for family in (keys.DUE, keys.EXPIRY):
+            for key, _ in self.state.scan(*keys.family_range(family)):
+                self.state.delete_index(key)
+        for key, _ in self.state.scan(*keys.family_range(keys.IMPRESSION)):
+            jkey, ts, rid = keys.decode_record_key(key)
+            self.state.put_index(keys.expiry_key(ts, keys.IMPRESSION, jkey, rid), b"")
+        for key, raw in self.state.scan(*keys.family_range(keys.CLICK)):
+            jkey, ts, rid = keys.decode_record_key(key)
+            if json.loads(raw)["o"] is None:
+                due = self.window.decided_after(ts)
+                self.state.put_index(keys.due_key(due, ts, jkey, rid), b"")
+            else:
+                self.state.put_index(keys.expiry_key(ts, keys.CLICK, jkey, rid), b"")
 
     # -- introspection ------------------------------------------------------
     def stored(self) -> int:
         """Records held in state (impressions, undecided and recently decided clicks)."""
         return sum(
-            len(s.impressions) + len(s.pending) + len(s.decided) for s in self._keys.values()
+            len(self.state.scan(*keys.family_range(f))) for f in (keys.IMPRESSION, keys.CLICK)
         )
 
     # -- internals ----------------------------------------------------------
@@ -151,41 +171,52 @@ class TaskAttribution:
         return self.stream_time if self.stream_time is not None else 0
 
     def _advance(self, ts: int) -> list[ClickOutcome | Late]:
-        if self.stream_time is None or ts > self.stream_time:
-            self.stream_time = ts
-        out = self._emit(self.stream_time)
-        self._expire(self.stream_time)
+        if self.stream_time is not None and ts <= self.stream_time:
+            return []
+        self.stream_time = ts
+        self.state.put(keys.STREAM_TIME, keys.ts_bytes(ts))
+        out: list[ClickOutcome | Late] = list(self._emit(ts))
+        self._expire(ts)
         return out
 
-    def _emit(self, stream_time: int | None) -> list[ClickOutcome | Late]:
-        due: list[tuple[int, str, str]] = []
-        while self._due and (stream_time is None or self._due[0][0] < stream_time):
-            _, ts, click_id, key = heapq.heappop(self._due)
-            due.append((ts, click_id, key))
-        out: list[ClickOutcome | Late] = []
-        for ts, click_id, key in sorted(due):  # earliest first: billing order
-            state = self._keys[key]
-            click = next(c for c in state.pending if c.click_id == click_id and c.ts == ts)
-            state.pending.remove(click)
-            outcome = self._decide(state, click)
-            state.decided[click_id] = outcome
-            heapq.heappush(self._expiry, (ts, key))
+    def _emit(self, stream_time: int) -> list[ClickOutcome]:
+        """Decide pending clicks whose due time is before *stream_time*, earliest first."""
+        out: list[ClickOutcome] = []
+        due = self.state.scan(keys.DUE, keys.DUE + keys.ts_bytes(stream_time))
+        # due = ts + before + grace, so (due, ts, key, id) order is billing order
+        for dkey, _ in due:
+            _, ts, jkey, click_id = keys.decode_due(dkey)
+            self.state.delete_index(dkey)
+            outcome = self._decide(jkey, ts, click_id)
             out.append(outcome)
         return out
 
-    def _decide(self, state: _KeyState, click: Click) -> ClickOutcome:
-        matching = [i for i in state.impressions if self.window.matches(i.ts, click.ts)]
+    def _decide(self, jkey: str, ts: int, click_id: str) -> ClickOutcome:
+        prefix = keys.record_prefix(keys.IMPRESSION, jkey)
+        # impressions with imp.ts - before <= ts <= imp.ts + after, earliest (ts, id) first
+        lo = max(0, ts - self.window.after)
+        hi = ts + self.window.before
+        matching = self.state.scan(prefix + keys.ts_bytes(lo), prefix + keys.ts_bytes(hi + 1))
+        value: dict[str, object]
         if not matching:
-            return ClickOutcome(click.click_id, click.key, click.ts, Outcome.UNATTRIBUTED)
-        imp = min(matching, key=lambda i: (i.ts, i.impression_id))
-        if imp.impression_id in state.billed:
-            kind = Outcome.DUPLICATE
+            value = {"o": Outcome.UNATTRIBUTED.value}
         else:
-            state.billed[imp.impression_id] = (click.ts, click.click_id)
-            kind = Outcome.ATTRIBUTED
-        return ClickOutcome(
-            click.click_id, click.key, click.ts, kind, imp.impression_id, imp.campaign, imp.cost
-        )
+            ikey, raw = matching[0]
+            imp = json.loads(raw)
+            if imp["billed"] is None:
+                imp["billed"] = click_id
+                self.state.put(ikey, _dump(imp))
+            # billed by this very click (a replay after a partial write) stays billed
+            kind = Outcome.ATTRIBUTED if imp["billed"] == click_id else Outcome.DUPLICATE
+            value = {
+                "o": kind.value,
+                "imp": keys.decode_record_key(ikey)[2],
+                "campaign": imp["campaign"],
+                "cost": imp["cost"],
+            }
+        self.state.put(keys.record_key(keys.CLICK, jkey, ts, click_id), _dump(value))
+        self.state.put_index(keys.expiry_key(ts, keys.CLICK, jkey, click_id), b"")
+        return _outcome(jkey, ts, click_id, value)
 
     def _expire(self, stream_time: int) -> None:
         """Drop impressions and decided clicks no pending or future click needs.
@@ -196,17 +227,31 @@ class TaskAttribution:
         click that old that is not late.
         """
         horizon = stream_time - self.window.retention
-        while self._expiry and self._expiry[0][0] < horizon:
-            _, key = heapq.heappop(self._expiry)
-            state = self._keys.get(key)
-            if state is None:
-                continue
-            for gone in [i for i in state.impressions if i.ts < horizon]:
-                state.billed.pop(gone.impression_id, None)
-            state.impressions = [i for i in state.impressions if i.ts >= horizon]
-            state.decided = {c: o for c, o in state.decided.items() if o.click_ts >= horizon}
-            if not state.impressions and not state.pending and not state.decided:
-                del self._keys[key]
+        if horizon <= 0:
+            return
+        for xkey, _ in self.state.scan(keys.EXPIRY, keys.EXPIRY + keys.ts_bytes(horizon)):
+            self.state.delete(keys.decode_expiry(xkey))
+            self.state.delete_index(xkey)
+
+
+def _dump(value: dict[str, object]) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def _outcome(key: str, ts: int, click_id: str, value: dict[str, object]) -> ClickOutcome:
+    kind = Outcome(str(value["o"]))
+    if kind is Outcome.UNATTRIBUTED:
+        return ClickOutcome(click_id, key, ts, kind)
+    cost = value["cost"]
+    return ClickOutcome(
+        click_id,
+        key,
+        ts,
+        kind,
+        str(value["imp"]),
+        str(value["campaign"]),
+        float(cost) if isinstance(cost, int | float) else None,
+    )
 
 
 def attribute(
