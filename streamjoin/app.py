@@ -61,4 +61,60 @@ class App(faust.App):
         super().__init__(id, **options)
         from streamjoin.adapter.web import add_assignment_page
 
+        #: joins declared with :meth:`join`, by name
+        self.joins: dict[str, Any] = {}
         add_assignment_page(self)
+
+    def join(
+        self,
+        left: Any,
+        right: Any,
+        *,
+        policy: Any,
+        name: str = "join",
+        outputs: Mapping[str, Any] | None = None,
+        dead_letters: Any = None,
+        max_idle_ms: int = 500,
+        batch_max: int = 2000,
+        batch_interval: float = 0.05,
+    ) -> Any:
+        """Join topics *left* and *right* (same partition count, same key) with *policy*.
+
+        Arguments:
+            left, right: faust topics (or topic names) keyed by the join key.
+            policy: a :class:`streamjoin.join.policy.JoinPolicy`, e.g.
+                :class:`streamjoin.join.ads.AdAttribution`; it holds the
+                :class:`~streamjoin.join.window.JoinWindow`.
+            name: names the state table (``<name>-state``, changelogged) and the
+                default topics ``<name>-<output>`` and ``<name>-dead-letters``.
+            outputs: output name -> topic (or topic name) to override the defaults.
+            dead_letters: topic (or name) of undecodable and late records.
+            max_idle_ms: longest wait for a side that still has unread data
+                before the other side's records go ahead (Kafka Streams'
+                ``max.task.idle.ms``).
+            batch_max, batch_interval: a batch is made durable when this many
+                records are buffered or every *batch_interval* seconds.
+
+        Returns:
+            the :class:`streamjoin.adapter.join.operator.Join`; its ``outputs``
+            are faust topics that ``@app.agent`` functions can consume.
+        """
+        from streamjoin.adapter.join.operator import Join
+        from streamjoin.join.errors import JoinConfigError
+
+        if name in self.joins:
+            raise JoinConfigError(f"a join named {name!r} already exists in app {self.conf.id!r}")
+        join = Join(
+            self,
+            left,
+            right,
+            policy=policy,
+            name=name,
+            outputs=outputs,
+            dead_letters=dead_letters,
+            max_idle_ms=max_idle_ms,
+            batch_max=batch_max,
+            batch_interval=batch_interval,
+        )
+        self.joins[name] = join
+        return join

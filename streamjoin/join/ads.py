@@ -109,21 +109,9 @@ def encode_outcome(outcome: ClickOutcome) -> bytes:
 
 
 def _late_reason(late: Late, grace: int) -> bytes:
-    rec = late.record
-    rid = rec.impression_id if isinstance(rec, Impression) else rec.click_id
-    return json.dumps(
-        {
-            "reason": (
-                f"late: ts_ms {rec.ts} is more than grace {grace} ms behind "
-                f"stream time {late.stream_time}"
-            ),
-            "kind": "impression" if isinstance(rec, Impression) else "click",
-            "id": rid,
-            "auction_id": rec.key,
-            "ts_ms": rec.ts,
-        },
-        sort_keys=True,
-        separators=(",", ":"),
+    ts = late.record.ts
+    return (
+        f"late: ts_ms {ts} is more than grace {grace} ms behind stream time {late.stream_time}"
     ).encode()
 
 

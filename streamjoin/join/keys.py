@@ -13,6 +13,7 @@ family layout                                       value
 ``c``  ``c`` key ts id                              a click and its outcome
 ``d``  ``d`` due ts key id   (index, local)         pending click, by due time
 ``x``  ``x`` ts kind key id  (index, local)         expiry order
+``p``  ``p`` side                                   next input offset of a side
 ====== ============================================ =========================
 """
 
@@ -29,6 +30,7 @@ __all__ = [
     "due_key",
     "expiry_key",
     "family_range",
+    "position_key",
     "record_key",
     "record_prefix",
     "ts_bytes",
@@ -41,6 +43,7 @@ STREAM_TIME = b"t"
 IMPRESSION = b"i"
 CLICK = b"c"
 DUE = b"d"
+POSITION = b"p"
 EXPIRY = b"x"
 
 
@@ -108,3 +111,8 @@ def decode_expiry(raw: bytes) -> bytes:
 def family_range(family: bytes) -> tuple[bytes, bytes]:
     """``[start, end)`` of one family."""
     return family, bytes([family[0] + 1])
+
+
+def position_key(side: str) -> bytes:
+    """Key of the next input offset to process on *side* (``left``/``right``)."""
+    return POSITION + side.encode()

@@ -1,0 +1,1 @@
+"""The join operator on faust streams: RocksDB state, changelog, restore, outputs."""

@@ -1,0 +1,454 @@
+"""``app.join(...)``: a windowed stream-stream join running inside faust workers.
+
+One faust agent reads both joined topics (raw bytes). Records of a task (the
+same partition of both topics) go to the task's
+:class:`~streamjoin.join.ordering.EventTimeMerger`, which releases them in
+event-time order, waiting at most ``max_idle_ms`` for a side that still has
+unread data. Released records are decoded by the policy (bad ones go to the
+dead-letter topic with the reason) and fed to the task's logic, whose state
+lives in the task's RocksDB database (a faust table's store, so it is
+restored before the task runs, replicated to standbys and placed by the
+assignor like any table).
+
+Each batch is made durable in an order that survives a crash anywhere:
+
+1. outputs (outcomes, dead letters) are sent and acknowledged by the broker;
+2. the batch's state changes, including the next input offset of each side,
+   are sent to the changelog and acknowledged;
+3. the same changes go to RocksDB in one write batch with the changelog offset;
+4. the input records are acked (faust may commit their offsets).
+
+After a crash the task's state (restored from the changelog) says where its
+input resumes: records before that offset are skipped, so an input record is
+applied to state at most once; outputs of a batch whose state was lost are
+re-emitted with the same key and value (effectively once, by key).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from streamjoin.adapter.join.batch_state import BatchState
+from streamjoin.join import keys
+from streamjoin.join.errors import JoinConfigError
+from streamjoin.join.ordering import EventTimeMerger
+from streamjoin.join.policy import DEAD_LETTER, BadRecord, Emission, JoinPolicy, TaskLogic
+
+__all__ = ["Join", "JoinStats"]
+
+logger = logging.getLogger(__name__)
+
+LEFT = "left"
+RIGHT = "right"
+SIDES = (LEFT, RIGHT)
+
+#: header names on dead-letter records
+REASON_HEADER = "streamjoin-reason"
+SOURCE_HEADER = "streamjoin-source"
+
+
+@dataclass
+class JoinStats:
+    """Counters of one join on this worker (since the worker started)."""
+
+    received: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SIDES, 0))
+    processed: int = 0
+    skipped_replays: int = 0
+    bad: int = 0
+    late: int = 0
+    emitted: dict[str, int] = field(default_factory=dict)
+    batches: int = 0
+    idle_expirations: int = 0
+    seeks: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready copy."""
+        return {
+            "received": dict(self.received),
+            "processed": self.processed,
+            "skipped_replays": self.skipped_replays,
+            "bad": self.bad,
+            "late": self.late,
+            "emitted": dict(sorted(self.emitted.items())),
+            "batches": self.batches,
+            "idle_expirations": self.idle_expirations,
+            "seeks": self.seeks,
+        }
+
+
+class _Task:
+    """One partition of both topics on this worker."""
+
+    def __init__(self, partition: int, policy: JoinPolicy, max_idle_ms: int) -> None:
+        self.partition = partition
+        self.state = BatchState()
+        self.merger: EventTimeMerger[Any] = EventTimeMerger(SIDES, max_idle_ms)
+        self.logic: TaskLogic | None = None
+        self.policy = policy
+        #: next input offset to apply, per side (from state; None: unknown yet)
+        self.position: dict[str, int | None] = dict.fromkeys(SIDES)
+        #: next offset expected from the consumer, per side
+        self.next_seen: dict[str, int | None] = dict.fromkeys(SIDES)
+        #: a side seeking back to its position drops records until it arrives
+        self.seeking: dict[str, int | None] = dict.fromkeys(SIDES)
+        self.unacked: list[Any] = []
+
+    def open(self, db: Any) -> None:
+        """Load the task from its (restored) database and rebuild its indexes."""
+        self.state.db = db
+        self.logic = self.policy.task(self.state)
+        self.logic.rebuild_indexes()
+        for side in SIDES:
+            raw = self.state.get(keys.position_key(side))
+            self.position[side] = None if raw is None else int.from_bytes(raw, "big")
+            self.next_seen[side] = self.position[side]
+
+
+class Join:
+    """A windowed join of two co-partitioned topics; build it with ``App.join``.
+
+    Attributes:
+        name: the join's name (its state table is ``<name>-state``).
+        outputs: output name -> faust topic the join's results go to.
+        dead_letters: topic of records that cannot be joined, with the reason
+            in the ``streamjoin-reason`` header and ``topic:partition:offset``
+            of the original in ``streamjoin-source``.
+        stats: counters on this worker.
+    """
+
+    def __init__(
+        self,
+        app: Any,
+        left: Any,
+        right: Any,
+        *,
+        policy: JoinPolicy,
+        name: str,
+        outputs: Mapping[str, Any] | None = None,
+        dead_letters: Any = None,
+        partitions: int | None = None,
+        max_idle_ms: int = 500,
+        batch_max: int = 2000,
+        batch_interval: float = 0.05,
+    ) -> None:
+        self.app = app
+        self.name = name
+        self.policy = policy
+        self.left_topic = _topic_name(left)
+        self.right_topic = _topic_name(right)
+        if self.left_topic == self.right_topic:
+            raise JoinConfigError(
+                f"join {name!r}: cannot join topic {self.left_topic!r} with itself"
+            )
+        counts = {
+            t: n
+            for t, n in ((self.left_topic, _declared(left)), (self.right_topic, _declared(right)))
+            if n
+        }
+        if len(set(counts.values())) > 1:
+            raise JoinConfigError(
+                f"join {name!r}: {self.left_topic!r} declares {counts[self.left_topic]} partitions "
+                f"and {self.right_topic!r} {counts[self.right_topic]}; a join needs the same count "
+                "on both sides (declare them equal and recreate or repartition the topic)"
+            )
+        self.partitions = (
+            partitions or next(iter(counts.values()), None) or app.conf.topic_partitions
+        )
+        if max_idle_ms < 0 or batch_max < 1 or batch_interval <= 0:
+            raise JoinConfigError(
+                f"join {name!r}: max_idle_ms must be >= 0, batch_max >= 1, batch_interval > 0"
+            )
+        self.max_idle_ms = max_idle_ms
+        self.batch_max = batch_max
+        self.batch_interval = batch_interval
+        raw = {"key_serializer": "raw", "value_serializer": "raw"}
+        wanted = dict(outputs or {})
+        unknown = sorted(set(wanted) - set(policy.outputs))
+        if unknown:
+            raise JoinConfigError(
+                f"join {name!r}: unknown outputs {unknown}; the policy emits {list(policy.outputs)}"
+            )
+        self.outputs: dict[str, Any] = {}
+        for out in policy.outputs:
+            target = wanted.get(out, f"{name}-{out}")
+            self.outputs[out] = app.topic(target, **raw) if isinstance(target, str) else target
+        dlq = dead_letters if dead_letters is not None else f"{name}-dead-letters"
+        self.dead_letters = app.topic(dlq, **raw) if isinstance(dlq, str) else dlq
+        self.source = app.topic(
+            self.left_topic, self.right_topic, partitions=self.partitions, **raw
+        )
+        self.table = app.Table(
+            f"{name}-state",
+            partitions=self.partitions,
+            key_type=bytes,
+            value_type=bytes,
+            help=f"state of join {name}",
+        )
+        self.changelog_topic = self.table.changelog_topic.get_topic_name()
+        groups = list(getattr(app, "copartitioned_topics", ()))
+        groups.append((self.left_topic, self.right_topic, self.changelog_topic))
+        app.copartitioned_topics = groups
+        self.stats = JoinStats()
+        self._tasks: dict[int, _Task] = {}
+        self._lock = asyncio.Lock()
+        self._buffered = 0
+        self.agent = app.agent(self.source, name=f"streamjoin.join.{name}")(self._consume)
+        app.timer(batch_interval, name=f"streamjoin.join.{name}.tick")(self._on_timer)
+        _hook_rebalance(self)
+
+    # -- introspection -------------------------------------------------------------
+
+    def describe(self) -> dict[str, Any]:
+        """The join's configuration, tasks and counters (JSON-ready)."""
+        window = self.policy.window
+        return {
+            "name": self.name,
+            "left": self.left_topic,
+            "right": self.right_topic,
+            "partitions": self.partitions,
+            "window": {"before": window.before, "after": window.after, "grace": window.grace},
+            "changelog": self.changelog_topic,
+            "outputs": {k: v.get_topic_name() for k, v in sorted(self.outputs.items())},
+            "dead_letters": self.dead_letters.get_topic_name(),
+            "tasks": {
+                str(p): {
+                    "stream_time": t.logic.stream_time if t.logic else None,
+                    "position": dict(t.position),
+                    "buffered": t.merger.buffered(),
+                }
+                for p, t in sorted(self._tasks.items())
+            },
+            "stats": self.stats.as_dict(),
+        }
+
+    # -- input --------------------------------------------------------------------
+
+    async def _consume(self, stream: Any) -> Any:
+        async for event in stream.noack().events():
+            await self._receive(event)
+            if self._buffered >= self.batch_max:
+                await self._tick()
+
+    async def _on_timer(self) -> None:
+        if self._buffered:
+            await self._tick()
+
+    def _task(self, partition: int) -> _Task:
+        task = self._tasks.get(partition)
+        if task is None:
+            task = self._tasks[partition] = _Task(partition, self.policy, self.max_idle_ms)
+            task.open(self._db(partition))
+        return task
+
+    def _db(self, partition: int) -> Any:
+        store = self.table.data
+        db_for = getattr(store, "_db_for_partition", None)
+        if db_for is None or not getattr(store, "use_rocksdict", False):
+            raise JoinConfigError(
+                f"join {self.name!r} keeps its state in RocksDB: give the app "
+                "store='rocksdb://' (streamjoin.App's default) and install rocksdict"
+            )
+        return db_for(partition)
+
+    async def _receive(self, event: Any) -> None:
+        message = event.message
+        side = LEFT if message.topic == self.left_topic else RIGHT
+        self.stats.received[side] += 1
+        task = self._task(message.partition)
+        offset = message.offset
+        seeking = task.seeking[side]
+        if seeking is not None:
+            if offset != seeking:
+                event.ack()  # in flight from before the seek: it comes again
+                return
+            task.seeking[side] = None
+        position = task.position[side]
+        if position is not None and offset > position and task.next_seen[side] == position:
+            # the consumer starts past what state has applied (its offsets
+            # were committed before the state was): read from the state's position
+            task.seeking[side] = position
+            self.stats.seeks += 1
+            event.ack()
+            logger.info(
+                "join %s: %s[%d] resumes at offset %d (state) instead of %d",
+                self.name,
+                message.topic,
+                message.partition,
+                position,
+                offset,
+            )
+            await self.app.consumer.seek(message.tp, position)
+            return
+        task.next_seen[side] = offset + 1
+        ts = int(message.timestamp * 1000) if message.timestamp is not None else 0
+        task.merger.add(side, ts, event)
+        self._buffered += 1
+
+    def _unread(self, task: _Task) -> dict[str, bool]:
+        consumer = self.app.consumer
+        unread = {}
+        for side in SIDES:
+            topic = self.left_topic if side == LEFT else self.right_topic
+            hw = _highwater(consumer, topic, task.partition)
+            seen = task.next_seen[side]
+            unread[side] = hw is None or (hw > 0 if seen is None else seen < hw)
+        return unread
+
+    # -- a batch ------------------------------------------------------------------
+
+    async def _tick(self) -> None:
+        async with self._lock:
+            try:
+                await self._run_batch()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a batch that cannot be made durable stops the worker
+                logger.exception("join %s: batch failed, stopping the worker", self.name)
+                await self.app.crash(exc)
+
+    async def _run_batch(self) -> None:
+        now = int(time.monotonic() * 1000)
+        outputs: list[tuple[str, bytes | None, bytes, list[tuple[str, bytes]] | None]] = []
+        touched: list[_Task] = []
+        for partition in sorted(self._tasks):
+            task = self._tasks[partition]
+            before = task.merger.idle_expirations
+            released = task.merger.poll(now, self._unread(task))
+            self.stats.idle_expirations += task.merger.idle_expirations - before
+            if not released:
+                continue
+            touched.append(task)
+            self._buffered -= len(released)
+            for side, event in released:
+                outputs.extend(self._apply(task, side, event))
+                task.unacked.append(event)
+            for side in SIDES:
+                if task.position[side] is not None:
+                    task.state.put(
+                        keys.position_key(side), int(task.position[side] or 0).to_bytes(8, "big")
+                    )
+        if not touched:
+            return
+        producer = self.app.producer
+        futures = [await producer.send(t, k, v, None, None, h) for t, k, v, h in outputs]
+        if futures:
+            await asyncio.gather(*futures)
+        changelog: list[tuple[_Task, Any]] = []
+        for task in touched:
+            for key, value in task.state.content.items():
+                fut = await producer.send(
+                    self.changelog_topic, key, value, task.partition, None, None
+                )
+                changelog.append((task, fut))
+        last: dict[int, int] = {}
+        for task, fut in changelog:
+            meta = await fut
+            last[task.partition] = max(last.get(task.partition, -1), meta.offset)
+        offset_key = self.table.data.offset_key
+        for task in touched:
+            task.state.db = self._db(task.partition)
+            task.state.commit(offset_key, last.get(task.partition))
+            for event in task.unacked:
+                event.ack()
+            task.unacked.clear()
+        self.stats.batches += 1
+
+    def _apply(
+        self, task: _Task, side: str, event: Any
+    ) -> list[tuple[str, bytes | None, bytes, list[tuple[str, bytes]] | None]]:
+        message = event.message
+        position = task.position[side]
+        if position is not None and message.offset < position:
+            self.stats.skipped_replays += 1
+            return []
+        task.position[side] = message.offset + 1
+        self.stats.processed += 1
+        decode = self.policy.decode_left if side == LEFT else self.policy.decode_right
+        ts = int(message.timestamp * 1000) if message.timestamp is not None else 0
+        logic = task.logic
+        if logic is None:  # opened in _task(); a dropped task never reaches here
+            raise JoinConfigError(f"join {self.name!r}: task {task.partition} is not open")
+        try:
+            record = decode(message.key, message.value, ts)
+        except BadRecord as exc:
+            self.stats.bad += 1
+            return [self._dead_letter(message, exc.reason.encode())]
+        emitted: Sequence[Emission] = (logic.on_left if side == LEFT else logic.on_right)(record)
+        out = []
+        for emission in emitted:
+            if emission.output == DEAD_LETTER:
+                self.stats.late += 1
+                out.append(self._dead_letter(message, emission.value))
+                continue
+            self.stats.emitted[emission.output] = self.stats.emitted.get(emission.output, 0) + 1
+            topic = self.outputs[emission.output].get_topic_name()
+            out.append((topic, emission.key, emission.value, None))
+        return out
+
+    def _dead_letter(
+        self, message: Any, reason: bytes
+    ) -> tuple[str, bytes | None, bytes, list[tuple[str, bytes]] | None]:
+        source = f"{message.topic}:{message.partition}:{message.offset}".encode()
+        value = message.value if message.value is not None else b""
+        headers = [(REASON_HEADER, reason), (SOURCE_HEADER, source)]
+        self.stats.emitted[DEAD_LETTER] = self.stats.emitted.get(DEAD_LETTER, 0) + 1
+        return (self.dead_letters.get_topic_name(), message.key, value, headers)
+
+    # -- rebalance ----------------------------------------------------------------
+
+    async def on_rebalance(self, assigned: set[Any]) -> None:
+        """Drop tasks this worker no longer runs (their records come again elsewhere)."""
+        async with self._lock:
+            keep = {tp.partition for tp in assigned if tp.topic == self.left_topic}
+            for partition in sorted(self._tasks):
+                task = self._tasks[partition]
+                if partition in keep:
+                    continue
+                for _, event in task.merger.poll(2**62, dict.fromkeys(SIDES, False)):
+                    event.ack()
+                    self._buffered -= 1
+                task.state.discard()
+                task.state.db = None
+                del self._tasks[partition]
+
+
+def _hook_rebalance(join: Join) -> None:
+    """Let the join drop revoked tasks before faust closes their databases."""
+    table = join.table
+    original = table.on_rebalance
+
+    async def on_rebalance(
+        assigned: set[Any], revoked: set[Any], newly_assigned: set[Any], generation_id: int = 0
+    ) -> None:
+        await join.on_rebalance(assigned)
+        await original(assigned, revoked, newly_assigned, generation_id)
+
+    table.on_rebalance = on_rebalance
+
+
+def _topic_name(topic: Any) -> str:
+    if isinstance(topic, str):
+        return topic
+    names = list(getattr(topic, "topics", ()) or ())
+    if len(names) != 1 or getattr(topic, "pattern", None):
+        raise JoinConfigError(f"a join side must be one topic, got {topic!r}")
+    return str(names[0])
+
+
+def _declared(topic: Any) -> int | None:
+    return None if isinstance(topic, str) else getattr(topic, "partitions", None)
+
+
+def _highwater(consumer: Any, topic: str, partition: int) -> int | None:
+    from faust.types import TP
+
+    try:
+        hw = consumer.highwater(TP(topic, partition))
+    except (KeyError, AssertionError, AttributeError, TypeError):
+        return None
+    return None if hw is None else int(hw)
