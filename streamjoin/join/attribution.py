@@ -99,6 +99,11 @@ class TaskAttribution:
         raw = self.state.get(keys.STREAM_TIME)
         self.stream_time: int | None = None if raw is None else int.from_bytes(raw, "big")
         self.late_count = 0
+        # Lower bounds of the due and expiry ranges still holding entries: the
+        # scans start there instead of at the family's start, so they do not
+        # walk over the deletions of earlier scans (RocksDB tombstones).
+        self._due_floor = 0
+        self._expiry_floor = 0
 
     # -- feeding ------------------------------------------------------------
     def on_impression(self, imp: Impression) -> list[ClickOutcome | Late]:
@@ -137,7 +142,10 @@ class TaskAttribution:
 
     def flush(self) -> list[ClickOutcome | Late]:
         """Decide every pending click (end of input, e.g. a batch run)."""
-        return list(self._emit(keys.MAX_TS))
+        floor = self._due_floor
+        out: list[ClickOutcome | Late] = list(self._emit(keys.MAX_TS))
+        self._due_floor = floor
+        return out
 
     def rebuild_indexes(self) -> None:
         """Recreate the local due and expiry indexes from the content.
@@ -145,6 +153,8 @@ class TaskAttribution:
         The runtime calls it when a task is opened on a worker (its content
         may just have been restored from the changelog).
         """
+        self._due_floor = 0
+        self._expiry_floor = 0
         for family in (keys.DUE, keys.EXPIRY):
             for key, _ in self.state.scan(*keys.family_range(family)):
                 self.state.delete_index(key)
@@ -182,7 +192,12 @@ class TaskAttribution:
     def _emit(self, stream_time: int) -> list[ClickOutcome]:
         """Decide pending clicks whose due time is before *stream_time*, earliest first."""
         out: list[ClickOutcome] = []
-        due = self.state.scan(keys.DUE, keys.DUE + keys.ts_bytes(stream_time))
+        due = self.state.scan(
+            keys.DUE + keys.ts_bytes(self._due_floor), keys.DUE + keys.ts_bytes(stream_time)
+        )
+        # new due times are >= stream time (a click that is not late has
+        # ts >= stream time - grace), so nothing lands below the floor later
+        self._due_floor = max(self._due_floor, min(stream_time, keys.MAX_TS))
         # due = ts + before + grace, so (due, ts, key, id) order is billing order
         for dkey, _ in due:
             _, ts, jkey, click_id = keys.decode_due(dkey)
@@ -216,6 +231,7 @@ class TaskAttribution:
             }
         self.state.put(keys.record_key(keys.CLICK, jkey, ts, click_id), _dump(value))
         self.state.put_index(keys.expiry_key(ts, keys.CLICK, jkey, click_id), b"")
+        self._expiry_floor = min(self._expiry_floor, ts)
         return _outcome(jkey, ts, click_id, value)
 
     def _expire(self, stream_time: int) -> None:
@@ -229,9 +245,13 @@ class TaskAttribution:
         horizon = stream_time - self.window.retention
         if horizon <= 0:
             return
-        for xkey, _ in self.state.scan(keys.EXPIRY, keys.EXPIRY + keys.ts_bytes(horizon)):
+        start = keys.EXPIRY + keys.ts_bytes(self._expiry_floor)
+        for xkey, _ in self.state.scan(start, keys.EXPIRY + keys.ts_bytes(horizon)):
             self.state.delete(keys.decode_expiry(xkey))
             self.state.delete_index(xkey)
+        # impressions stored later have ts >= stream time - grace >= horizon;
+        # a click decided later may be older: _decide lowers the floor for it
+        self._expiry_floor = max(self._expiry_floor, horizon)
 
 
 def _dump(value: dict[str, object]) -> bytes:

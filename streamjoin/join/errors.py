@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from streamjoin.errors import ConfigurationError, StreamjoinError
 
-__all__ = ["JoinConfigError", "JoinError"]
+__all__ = ["JoinConfigError", "JoinCopartitionError", "JoinError"]
 
 
 class JoinError(StreamjoinError):
@@ -13,3 +13,7 @@ class JoinError(StreamjoinError):
 
 class JoinConfigError(JoinError, ConfigurationError):
     """A join window or join declaration is invalid."""
+
+
+class JoinCopartitionError(JoinConfigError):
+    """The two topics of a join have different partition counts on the broker."""

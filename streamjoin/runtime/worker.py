@@ -22,7 +22,6 @@ from streamjoin.runtime.errors import AppImportError, BrokerUnreachable
 __all__ = ["WorkerOptions", "check_broker", "configure_app", "load_app", "run_worker"]
 
 
-
 @dataclass(frozen=True)
 class WorkerOptions:
     """Options of one worker process.
@@ -203,11 +202,16 @@ def run_worker(options: WorkerOptions) -> int:
     Raises:
         AppImportError: the app cannot be loaded.
         BrokerUnreachable: the broker does not answer.
+        JoinCopartitionError: the topics of a join have different partition counts.
     """
     _export_environment(options)
     app = load_app(options.app)
     configure_app(app, options)
     check_broker(list(app.conf.broker), options.broker_timeout)
+    from streamjoin.adapter.join.preflight import check_join_partitions
+
+    host, port = _host_port(app.conf.broker[0])
+    check_join_partitions(app, f"{host}:{port}", options.broker_timeout)
     from faust.worker import Worker
 
     kwargs: dict[str, Any] = {

@@ -46,8 +46,12 @@ class BatchState:
         self._write(key, None)
 
     def scan(self, start: bytes, end: bytes) -> list[tuple[bytes, bytes]]:
+        import rocksdict
+
         found: dict[bytes, bytes] = {}
-        it = self.db.iter()
+        options = rocksdict.ReadOptions()
+        options.set_iterate_upper_bound(end)
+        it = self.db.iter(options)
         it.seek(start)
         while it.valid():
             key = it.key()
