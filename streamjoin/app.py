@@ -59,11 +59,12 @@ class App(faust.App):
         for name, value in DEFAULTS.items():
             options.setdefault(name, value)
         super().__init__(id, **options)
-        from streamjoin.adapter.web import add_assignment_page
+        from streamjoin.adapter.web import add_assignment_page, add_joins_page
 
         #: joins declared with :meth:`join`, by name
         self.joins: dict[str, Any] = {}
         add_assignment_page(self)
+        add_joins_page(self)
 
     def join(
         self,

@@ -197,6 +197,10 @@ class Join:
         self._tasks: dict[int, _Task] = {}
         self._lock = asyncio.Lock()
         self._buffered = 0
+        #: seconds between progress log lines
+        self.log_interval = 10.0
+        self._logged_at = time.monotonic()
+        self._logged_n = 0
         self.agent = app.agent(self.source, name=f"streamjoin.join.{name}")(self._consume)
         app.timer(batch_interval, name=f"streamjoin.join.{name}.tick")(self._on_timer)
         _hook_rebalance(self)
@@ -237,6 +241,25 @@ class Join:
     async def _on_timer(self) -> None:
         if self._buffered:
             await self._tick()
+        now = time.monotonic()
+        if now - self._logged_at >= self.log_interval and self.stats.processed != self._logged_n:
+            self._log_progress(now)
+
+    def _log_progress(self, now: float) -> None:
+        rate = (self.stats.processed - self._logged_n) / max(now - self._logged_at, 1e-9)
+        self._logged_at, self._logged_n = now, self.stats.processed
+        emitted = ", ".join(f"{k} {v}" for k, v in sorted(self.stats.emitted.items()))
+        logger.info(
+            "join %s: %d tasks, %d records processed (%.0f/s), %d buffered, %d skipped replays; "
+            "out: %s",
+            self.name,
+            len(self._tasks),
+            self.stats.processed,
+            rate,
+            self._buffered,
+            self.stats.skipped_replays,
+            emitted or "nothing yet",
+        )
 
     def _task(self, partition: int) -> _Task:
         task = self._tasks.get(partition)
