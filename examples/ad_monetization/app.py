@@ -51,7 +51,7 @@ billing = app.join(
     impressions,
     clicks,
     policy=POLICY,
-    name=f"{PREFIX}billing",
+    name="billing",
     outputs={
         "attributed": f"{PREFIX}attributed-clicks",
         "duplicate": f"{PREFIX}duplicate-clicks",

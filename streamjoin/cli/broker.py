@@ -35,9 +35,7 @@ def broker_command(port: int, verbose: bool) -> None:
     def _on_signal(signum: int, _frame: object) -> None:
         stop.set()
 
-    previous = {
-        sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
-    }
+    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         try:
             broker.start()

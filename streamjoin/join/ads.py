@@ -133,6 +133,9 @@ class _AdTask:
     def rebuild_indexes(self) -> None:
         self._logic.rebuild_indexes()
 
+    def checkpoint(self) -> None:
+        self._logic.checkpoint()
+
     def _encode(self, items: list[ClickOutcome | Late]) -> list[Emission]:
         out = []
         for item in items:

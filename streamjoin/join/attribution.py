@@ -98,6 +98,7 @@ class TaskAttribution:
         self.state: KVState = state if state is not None else MemoryState()
         raw = self.state.get(keys.STREAM_TIME)
         self.stream_time: int | None = None if raw is None else int.from_bytes(raw, "big")
+        self._saved_time = self.stream_time
         self.late_count = 0
         # Lower bounds of the due and expiry ranges still holding entries: the
         # scans start there instead of at the family's start, so they do not
@@ -147,6 +148,17 @@ class TaskAttribution:
         self._due_floor = floor
         return out
 
+    def checkpoint(self) -> None:
+        """Persist stream time (kept in memory between checkpoints).
+
+        Until a checkpoint the state holds the stream time of the previous one,
+        which is never ahead of the records it holds: after a crash, replayed
+        records are never judged late against a stream time they did not set.
+        """
+        if self.stream_time is not None and self.stream_time != self._saved_time:
+            self.state.put(keys.STREAM_TIME, keys.ts_bytes(self.stream_time))
+            self._saved_time = self.stream_time
+
     def rebuild_indexes(self) -> None:
         """Recreate the local due and expiry indexes from the content.
 
@@ -184,7 +196,6 @@ class TaskAttribution:
         if self.stream_time is not None and ts <= self.stream_time:
             return []
         self.stream_time = ts
-        self.state.put(keys.STREAM_TIME, keys.ts_bytes(ts))
         out: list[ClickOutcome | Late] = list(self._emit(ts))
         self._expire(ts)
         return out

@@ -54,11 +54,21 @@ class TaskLogic(Protocol):
     def rebuild_indexes(self) -> None:
         """Recreate local (not changelogged) indexes from the state's content."""
 
+    def checkpoint(self) -> None:
+        """Write what the logic keeps in memory between records (e.g. stream time).
+
+        The runtime calls it at the end of each batch, before the batch's input
+        positions; a restored state then never has a stream time ahead of the
+        records it holds.
+        """
+
 
 class JoinPolicy(Protocol):
     """A kind of join: its record types, its per-task logic, its outputs."""
 
-    window: JoinWindow
+    @property
+    def window(self) -> JoinWindow:
+        """The join window."""
 
     @property
     def outputs(self) -> Sequence[str]:

@@ -451,6 +451,9 @@ class _PolicyTask:
     def rebuild_indexes(self) -> None:
         self.logic.rebuild_indexes()
 
+    def checkpoint(self) -> None:
+        """Nothing to write: this logic persists stream time at every advance."""
+
     def _encode(self, items: list[JoinResult | Late]) -> list[Emission]:
         self.stream_time = self.logic.stream_time
         out = []

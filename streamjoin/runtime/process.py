@@ -106,8 +106,10 @@ class WorkerProcess:
         if not self.log_path.exists():
             return ""
         data = self.log_path.read_bytes()
-        return data[self._log_offset :].decode(errors="replace") if since_start else data.decode(
-            errors="replace"
+        return (
+            data[self._log_offset :].decode(errors="replace")
+            if since_start
+            else data.decode(errors="replace")
         )
 
     def wait_for_log(self, pattern: str, timeout: float, *, count: int = 1) -> list[str]:

@@ -64,9 +64,7 @@ def format_bar(p: TableProgress, width: int = 30) -> str:
     frac = min(1.0, p.restored / p.total) if p.total else 1.0
     filled = int(frac * width)
     bar = "#" * filled + "." * (width - filled)
-    return (
-        f"{p.table} [{bar}] {100 * frac:5.1f}% {p.rate:,.0f}/s ETA {format_eta(p.eta)}"
-    )
+    return f"{p.table} [{bar}] {100 * frac:5.1f}% {p.rate:,.0f}/s ETA {format_eta(p.eta)}"
 
 
 @dataclass

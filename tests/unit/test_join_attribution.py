@@ -192,6 +192,7 @@ def test_a_crash_and_replay_yields_the_same_outcomes_and_no_second_bill(
             for item in feed(record):  # type: ignore[arg-type]
                 assert isinstance(item, ClickOutcome)
                 emitted.setdefault(item.click_id, set()).add(item)
+        first.checkpoint()
     cut = draw.draw(st.integers(batch_start, len(first.state.changelog)), label="cut")
     second = TaskAttribution(window, _restore(first.state.changelog[:cut]))
     second.rebuild_indexes()

@@ -51,6 +51,7 @@ def test_state_on_disk_stays_flat_across_many_windows(tmp_path: Path) -> None:
     for n, record in enumerate(_events(20_000)):
         _feed(task, record)
         if n % 500 == 499:
+            task.checkpoint()  # type: ignore[attr-defined]
             state.commit(OFFSET_KEY, n)
         if n % 5_000 == 4_999:
             sizes.append(_keys(db))
@@ -80,7 +81,8 @@ def test_restoring_the_changelog_into_a_fresh_database_continues_exactly(tmp_pat
             assert doc["click_id"] not in outcomes
             outcomes[doc["click_id"]] = value
         if n % 250 == 249 or n == cut - 1:
-            changelog.extend(state_a.content.items())
+            task_a.checkpoint()  # type: ignore[attr-defined]
+            changelog.extend(state_a.content)
             state_a.commit(OFFSET_KEY, len(changelog) - 1)
     db_a.close()
     db_b = _db(tmp_path / "b")

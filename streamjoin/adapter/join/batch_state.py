@@ -21,8 +21,9 @@ class BatchState:
         self.db: Any = None
         self._over: dict[bytes, bytes | None] = {}
         self._over_keys: list[bytes] = []
-        #: content writes of this batch (last write per key wins), to changelog
-        self.content: dict[bytes, bytes | None] = {}
+        #: content writes of this batch in the order they were made, for the
+        #: changelog: any prefix of it is a state the logic passed through
+        self.content: list[tuple[bytes, bytes | None]] = []
 
     # -- KVState -------------------------------------------------------------
     def get(self, key: bytes) -> bytes | None:
@@ -33,11 +34,11 @@ class BatchState:
 
     def put(self, key: bytes, value: bytes) -> None:
         self._write(key, value)
-        self.content[key] = value
+        self.content.append((key, value))
 
     def delete(self, key: bytes) -> None:
         self._write(key, None)
-        self.content[key] = None
+        self.content.append((key, None))
 
     def put_index(self, key: bytes, value: bytes) -> None:
         self._write(key, value)

@@ -350,6 +350,10 @@ class Join:
             for side, event in released:
                 outputs.extend(self._apply(task, side, event))
                 task.unacked.append(event)
+            if task.logic is not None:
+                task.logic.checkpoint()
+            # the positions are the batch's last changes: a changelog that has
+            # them has everything the batch changed before them
             for side in SIDES:
                 if task.position[side] is not None:
                     task.state.put(
@@ -363,7 +367,7 @@ class Join:
             await asyncio.gather(*futures)
         changelog: list[tuple[_Task, Any]] = []
         for task in touched:
-            for key, value in task.state.content.items():
+            for key, value in task.state.content:
                 fut = await producer.send(
                     self.changelog_topic, key, value, task.partition, None, None
                 )

@@ -1,0 +1,355 @@
+"""The ad-monetization join in real workers on the real broker, against the reference.
+
+Every test generates events with the example's seeded generator, produces them
+to the embedded broker, runs ``examples.ad_monetization.app`` in real worker
+processes, reads every outcome back, and compares each click's outcome with
+the reference computed from the generated events alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from kafka_util import create_topic, run, wait_until
+
+from examples.ad_monetization.generator import Event, GeneratorConfig, generate
+from streamjoin.join.attribution import Click, ClickOutcome, Impression, attribute
+from streamjoin.join.window import JoinWindow
+from streamjoin.runtime.broker import EmbeddedBroker
+from streamjoin.runtime.process import WorkerProcess
+
+pytestmark = pytest.mark.broker
+
+REPO = Path(__file__).resolve().parents[2]
+PARTITIONS = 4
+GRACE_MS = 5_000
+WINDOW = JoinWindow(before=0, after=30 * 60 * 1000, grace=GRACE_MS)
+OUTCOME_TOPICS = ("attributed-clicks", "duplicate-clicks", "unattributed-clicks")
+
+
+@dataclass
+class Produced:
+    event: Event
+    partition: int
+    offset: int
+
+
+class AdRun:
+    """One test's topics, workers and produced events."""
+
+    def __init__(self, broker: EmbeddedBroker, tmp_path: Path, app_id: str) -> None:
+        self.broker = broker
+        self.tmp_path = tmp_path
+        self.app_id = app_id
+        self.prefix = f"{app_id}-"
+        self.produced: list[Produced] = []
+        self.workers: list[WorkerProcess] = []
+        for topic in ("impressions", "clicks"):
+            run(create_topic(broker.bootstrap, self.prefix + topic, PARTITIONS))
+
+    def config(self, **overrides: Any) -> GeneratorConfig:
+        values: dict[str, Any] = {
+            "seed": 7,
+            "impressions": 1_500,
+            "rate": 50.0,
+            "jitter_ms": 2_000,
+            "malformed_rate": 0.01,
+            "partitions": PARTITIONS,
+            "impressions_topic": self.prefix + "impressions",
+            "clicks_topic": self.prefix + "clicks",
+        }
+        values.update(overrides)
+        return GeneratorConfig(**values)
+
+    def worker(self, name: str, *extra: str) -> WorkerProcess:
+        worker = WorkerProcess(
+            "examples.ad_monetization.app:app",
+            self.broker.url,
+            self.tmp_path / name,
+            self.tmp_path / f"{name}.log",
+            env={
+                "ADS_APP_ID": self.app_id,
+                "ADS_TOPIC_PREFIX": self.prefix,
+                "ADS_PARTITIONS": str(PARTITIONS),
+                "ADS_GRACE_MS": str(GRACE_MS),
+                "ADS_MAX_IDLE_MS": "1000",
+            },
+            extra_args=("--standby-replicas", "1", *extra),
+            cwd=REPO,
+        )
+        self.workers.append(worker)
+        return worker
+
+    def produce(self, events: Iterable[Event]) -> None:
+        self.produced.extend(run(_produce(self.broker.bootstrap, list(events)), timeout=120))
+
+    def outcomes(self) -> dict[str, list[dict[str, Any]]]:
+        topics = [self.prefix + t for t in OUTCOME_TOPICS]
+        by_click: dict[str, list[dict[str, Any]]] = {}
+        for topic, record in run(_read_all(self.broker.bootstrap, topics)):
+            doc = json.loads(record.value)
+            doc["_topic"] = topic[len(self.prefix) :]
+            doc["_key"] = record.key.decode()
+            by_click.setdefault(doc["click_id"], []).append(doc)
+        return by_click
+
+    def dead_letters(self) -> list[Any]:
+        topic = self.prefix + "ads-dead-letters"
+        return [r for _, r in run(_read_all(self.broker.bootstrap, [topic]))]
+
+    def reference(self) -> dict[str, ClickOutcome]:
+        """Outcomes of every click whose outcome is final by the end of the input.
+
+        A click is final once its task's stream time (the largest event time
+        of its partition) passes ``click.ts + before + grace``; the clicks of
+        the generator's tail, at the very end, never are.
+        """
+        impressions, clicks = _valid(p.event for p in self.produced)
+        final = dict.fromkeys(range(PARTITIONS), 0)
+        for p in self.produced:
+            if p.event.malformed is None:
+                final[p.partition] = max(final[p.partition], p.event.timestamp_ms)
+        partition = {p.event.key.decode(): p.partition for p in self.produced}
+        decided = {
+            c.click_id for c in clicks if WINDOW.decided_after(c.ts) < final[partition[c.key]]
+        }
+        everything = attribute(impressions, clicks, WINDOW)
+        return {cid: o for cid, o in everything.items() if cid in decided}
+
+    def wait_for_outcomes(self, timeout: float = 150.0) -> dict[str, list[dict[str, Any]]]:
+        expected = set(self.reference())
+
+        def done() -> dict[str, list[dict[str, Any]]] | None:
+            got = self.outcomes()
+            return got if set(got) >= expected else None
+
+        try:
+            return wait_until(done, timeout, "an outcome for every click", interval=2.0)
+        except TimeoutError:
+            missing = len(expected - set(self.outcomes()))
+            logs = "\n".join(w.log_text()[-3000:] for w in self.workers)
+            raise AssertionError(
+                f"{missing} clicks have no outcome; worker logs:\n{logs}"
+            ) from None
+
+    def stop_all(self) -> None:
+        for worker in self.workers:
+            if worker.running():
+                worker.kill()
+
+
+def _valid(events: Iterable[Event]) -> tuple[list[Impression], list[Click]]:
+    """The generated events the reference sees (decoded here, not by the app)."""
+    impressions, clicks = [], []
+    for event in events:
+        if event.malformed is not None:
+            continue
+        doc = json.loads(event.value)
+        if "impression_id" in doc:
+            impressions.append(
+                Impression(
+                    doc["auction_id"],
+                    doc["impression_id"],
+                    doc["ts_ms"],
+                    doc["campaign"],
+                    float(doc["cost"]),
+                )
+            )
+        else:
+            clicks.append(Click(doc["auction_id"], doc["click_id"], doc["ts_ms"]))
+    return impressions, clicks
+
+
+async def _produce(bootstrap: str, events: list[Event]) -> list[Produced]:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, acks="all")
+    await producer.start()
+    try:
+        futures = [
+            await producer.send(e.topic, e.value, key=e.key, timestamp_ms=e.timestamp_ms)
+            for e in events
+        ]
+        metas = await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+    return [Produced(e, m.partition, m.offset) for e, m in zip(events, metas, strict=True)]
+
+
+async def _read_all(bootstrap: str, topics: list[str]) -> list[tuple[str, Any]]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        existing = await consumer.topics()
+        tps = [
+            TopicPartition(t, p)
+            for t in topics
+            if t in existing
+            for p in sorted(consumer.partitions_for_topic(t) or ())
+        ]
+        if not tps:
+            return []
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        out: list[tuple[str, Any]] = []
+        idle = 0
+        while idle < 2:  # two empty fetches in a row: caught up
+            batch = await consumer.getmany(timeout_ms=500)
+            idle = 0 if batch else idle + 1
+            for tp, records in sorted(batch.items()):
+                out.extend((tp.topic, r) for r in records)
+        return out
+    finally:
+        await consumer.stop()
+
+
+def _check_against_reference(
+    outcomes: dict[str, list[dict[str, Any]]], reference: dict[str, ClickOutcome]
+) -> None:
+    """Each click: one distinct outcome (replays are byte-identical), equal to the reference."""
+    assert set(outcomes) == set(reference), (
+        f"missing {sorted(set(reference) - set(outcomes))[:5]}, "
+        f"unexpected {sorted(set(outcomes) - set(reference))[:5]}"
+    )
+    differing = {
+        cid: docs
+        for cid, docs in outcomes.items()
+        if len({json.dumps(d, sort_keys=True) for d in docs}) != 1
+    }
+    assert differing == {}, f"clicks with two different outcomes: {sorted(differing)[:5]}"
+    wrong = {}
+    for cid, docs in sorted(outcomes.items()):
+        doc, ref = docs[0], reference[cid]
+        got = (doc["_topic"], doc["outcome"], doc["impression_id"], doc["campaign"], doc["_key"])
+        want = (
+            f"{ref.outcome.value}-clicks",
+            ref.outcome.value,
+            ref.impression_id,
+            ref.campaign,
+            cid,
+        )
+        if got != want:
+            wrong[cid] = (got, want)
+    assert wrong == {}, (
+        f"{len(wrong)} outcomes differ from the reference, e.g. {list(wrong.items())[:3]}"
+    )
+    billed: dict[str, str] = {}
+    for cid, docs in outcomes.items():
+        if docs[0]["outcome"] == "attributed":
+            assert docs[0]["impression_id"] not in billed, "an impression billed twice"
+            billed[docs[0]["impression_id"]] = cid
+
+
+@pytest.fixture
+def ads(broker: EmbeddedBroker, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[AdRun]:
+    digest = hashlib.sha1(request.node.name.encode()).hexdigest()[:8]
+    app_id = "ads-" + re.sub(r"[^a-z0-9]+", "-", request.node.name.lower())[:24] + "-" + digest
+    pool = AdRun(broker, tmp_path, app_id)
+    try:
+        yield pool
+    finally:
+        pool.stop_all()
+
+
+def test_two_workers_give_every_click_the_reference_outcome_and_reject_bad_records(
+    ads: AdRun,
+) -> None:
+    first = ads.worker("w1").start()
+    second = ads.worker("w2").start()
+    for worker in (first, second):
+        worker.wait_for_log(r"Worker\]: Ready", timeout=90)
+    events = list(generate(ads.config()))
+    malformed = [e for e in events if e.malformed]
+    assert malformed, "the generator should make some malformed records"
+    ads.produce(events)
+    outcomes = ads.wait_for_outcomes()
+    reference = ads.reference()
+    _check_against_reference(outcomes, reference)
+    kinds = {o.outcome.value for o in reference.values()}
+    assert kinds == {"attributed", "duplicate", "unattributed"}
+    # every malformed record, and nothing else, is in the dead-letter topic with a reason
+    bad = {(p.event.topic, p.partition, p.offset) for p in ads.produced if p.event.malformed}
+    def all_letters() -> list[Any] | None:
+        found = ads.dead_letters()
+        return found if len(found) >= len(bad) else None
+
+    letters = wait_until(all_letters, 60, "every malformed record in the dead-letter topic")
+    sources = set()
+    for record in letters:
+        headers = dict(record.headers)
+        topic, partition, offset = headers["streamjoin-source"].decode().rsplit(":", 2)
+        sources.add((topic, int(partition), int(offset)))
+        assert headers["streamjoin-reason"].decode().startswith(("impression:", "click:"))
+    assert sources == bad
+    assert first.running() and second.running()
+
+
+def test_a_clicks_backlog_far_ahead_of_impressions_gives_the_same_outcomes(ads: AdRun) -> None:
+    """Stop the app, produce more with all of its clicks before its impressions, restart."""
+    events = list(generate(ads.config(malformed_rate=0.0, impressions=2_000)))
+    half = len(events) // 2
+    worker = ads.worker("w1").start()
+    worker.wait_for_log(r"Worker\]: Ready", timeout=90)
+    ads.produce(events[:half])
+    worker.wait_for_log(r"join .*records processed", timeout=60)
+    assert worker.stop() is not None
+    rest = events[half:]
+    clicks_first = [e for e in rest if "clicks" in e.topic] + [
+        e for e in rest if "impressions" in e.topic
+    ]
+    ads.produce(clicks_first)
+    worker.start()
+    outcomes = ads.wait_for_outcomes()
+    _check_against_reference(outcomes, ads.reference())
+    late = [r for r in ads.dead_letters() if b"late" in dict(r.headers)["streamjoin-reason"]]
+    assert late == []
+
+
+def test_kill_9_mid_stream_loses_no_click_and_bills_none_twice(ads: AdRun) -> None:
+    events = list(generate(ads.config(malformed_rate=0.0, impressions=3_000)))
+    first = ads.worker("w1").start()
+    second = ads.worker("w2").start()
+    for worker in (first, second):
+        worker.wait_for_log(r"Worker\]: Ready", timeout=90)
+    chunks = [events[i : i + 400] for i in range(0, len(events), 400)]
+    for n, chunk in enumerate(chunks):
+        ads.produce(chunk)
+        if n == len(chunks) // 3:
+            second.kill()
+        if n == 2 * len(chunks) // 3:
+            second.start()
+    outcomes = ads.wait_for_outcomes(timeout=180)
+    _check_against_reference(outcomes, ads.reference())
+    assert first.running() and second.running()
+
+
+def test_joined_topics_with_different_partition_counts_stop_the_worker(
+    broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    prefix = "ads-copart-"
+    run(create_topic(broker.bootstrap, prefix + "impressions", 4))
+    run(create_topic(broker.bootstrap, prefix + "clicks", 3))
+    worker = WorkerProcess(
+        "examples.ad_monetization.app:app",
+        broker.url,
+        tmp_path / "w",
+        tmp_path / "w.log",
+        env={"ADS_APP_ID": "ads-copart", "ADS_TOPIC_PREFIX": prefix, "ADS_PARTITIONS": "4"},
+        cwd=REPO,
+    ).start()
+    try:
+        wait_until(lambda: worker.returncode() is not None, 60, "the worker to exit")
+    finally:
+        worker.kill()
+    assert worker.returncode() == 1
+    text = worker.log_text()
+    assert "'ads-copart-impressions' has 4 partitions" in text
+    assert "'ads-copart-clicks' has 3" in text
+    assert "Fix:" in text
