@@ -12,6 +12,7 @@ import asyncio
 import hashlib
 import json
 import re
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from kafka_util import create_topic, run, wait_until
+from kafka_util import create_topic, end_offsets, run, wait_until
 
 from examples.ad_monetization.generator import Event, GeneratorConfig, generate
 from streamjoin.join.attribution import Click, ClickOutcome, Impression, attribute
@@ -276,6 +277,7 @@ def test_two_workers_give_every_click_the_reference_outcome_and_reject_bad_recor
     assert kinds == {"attributed", "duplicate", "unattributed"}
     # every malformed record, and nothing else, is in the dead-letter topic with a reason
     bad = {(p.event.topic, p.partition, p.offset) for p in ads.produced if p.event.malformed}
+
     def all_letters() -> list[Any] | None:
         found = ads.dead_letters()
         return found if len(found) >= len(bad) else None
@@ -313,18 +315,32 @@ def test_a_clicks_backlog_far_ahead_of_impressions_gives_the_same_outcomes(ads: 
 
 
 def test_kill_9_mid_stream_loses_no_click_and_bills_none_twice(ads: AdRun) -> None:
+    """Both workers hold state; one is killed mid-stream, the other takes its tasks
+    over (from its standby copies), the killed one comes back with its data directory."""
     events = list(generate(ads.config(malformed_rate=0.0, impressions=3_000)))
     first = ads.worker("w1").start()
     second = ads.worker("w2").start()
     for worker in (first, second):
         worker.wait_for_log(r"Worker\]: Ready", timeout=90)
-    chunks = [events[i : i + 400] for i in range(0, len(events), 400)]
-    for n, chunk in enumerate(chunks):
+    chunks = [events[i : i + 300] for i in range(0, len(events), 300)]
+    ads.produce(chunks[0])
+    changelog = f"{ads.app_id}-billing-state-changelog"
+    wait_until(
+        lambda: all(n > 0 for n in run(end_offsets(ads.broker.bootstrap, changelog, 4)).values()),
+        60,
+        "state changes of every task (both workers processing)",
+    )
+    generations = len(first.wait_for_log(r"streamjoin: rebalance generation", timeout=5))
+    second.kill()  # SIGKILL, mid-stream: its last batch may be half written
+    for n, chunk in enumerate(chunks[1:], start=1):
         ads.produce(chunk)
-        if n == len(chunks) // 3:
-            second.kill()
-        if n == 2 * len(chunks) // 3:
+        if n == 3:
+            # the survivor runs every task before the victim returns
+            first.wait_for_log(
+                r"streamjoin: rebalance generation", timeout=60, count=generations + 1
+            )
             second.start()
+        time.sleep(0.5)
     outcomes = ads.wait_for_outcomes(timeout=180)
     _check_against_reference(outcomes, ads.reference())
     assert first.running() and second.running()
