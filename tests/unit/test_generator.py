@@ -513,7 +513,7 @@ def test_command_line_maps_onto_the_config() -> None:
 
 
 def test_readme_examples_and_flags_match_the_code() -> None:
-    text = README.read_text()
+    text = README.read_text().split("## The join app")[0]
     blocks = [json.loads(b) for b in re.findall(r"```json\n(.*?)\n```", text, re.S)]
     impression, click, row = blocks
     for topic, obj in (("impressions", impression), ("clicks", click)):
@@ -527,3 +527,22 @@ def test_readme_examples_and_flags_match_the_code() -> None:
     mentioned = set(re.findall(r"(--[a-z][a-z-]*)", ours))
     assert len(mentioned) > 20
     assert mentioned <= known, mentioned - known
+
+
+def test_readme_outcome_example_is_what_the_join_emits() -> None:
+    from streamjoin.join.ads import encode_outcome
+    from streamjoin.join.attribution import ClickOutcome, Outcome
+
+    text = README.read_text().split("## The join app")[1]
+    (example,) = re.findall(r"```json\n(.*?)\n```", text, re.S)
+    doc = json.loads(example)
+    outcome = ClickOutcome(
+        doc["click_id"],
+        doc["auction_id"],
+        doc["click_ts_ms"],
+        Outcome(doc["outcome"]),
+        doc["impression_id"],
+        doc["campaign"],
+        doc["cost"],
+    )
+    assert encode_outcome(outcome).decode() == example
