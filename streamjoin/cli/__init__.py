@@ -11,6 +11,7 @@ import click
 from streamjoin import __version__
 from streamjoin.cli.assign import assign_command
 from streamjoin.cli.broker import broker_command
+from streamjoin.cli.demo import demo_command
 from streamjoin.cli.topics import topics_command
 from streamjoin.cli.worker import worker_command
 
@@ -25,5 +26,6 @@ def main() -> None:
 
 main.add_command(assign_command)
 main.add_command(broker_command)
+main.add_command(demo_command)
 main.add_command(topics_command)
 main.add_command(worker_command)

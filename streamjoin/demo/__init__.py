@@ -1,0 +1,1 @@
+"""``streamjoin demo``: the ad-monetization pipeline end to end (see :mod:`streamjoin.demo.run`)."""
