@@ -64,9 +64,8 @@ What is guaranteed
   record whose processing did reach the changelog and whose window has
   closed since is reported as late; every result it takes part in was
   already emitted. "Prefix" means a prefix of the content writes in the
-  order they were made (as :attr:`MemoryState.changelog` records them); a
-  changelog that coalesces a batch's writes per key can hold a newer stream
-  time than the records written before it, which this does not cover.
+  order they were made, as :attr:`MemoryState.changelog` records them and as
+  the runtime's ``BatchState`` sends them to the changelog.
 """
 
 from __future__ import annotations
