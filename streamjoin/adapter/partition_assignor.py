@@ -22,6 +22,7 @@ can set them too (``streamjoin worker`` sets them from its flags):
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -145,7 +146,8 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
         try:
             result = assign(state)
         except AssignmentError as exc:
-            logger.error("streamjoin: cannot assign the group: %s", exc)
+            logger.error("streamjoin: cannot assign the group, stopping this worker: %s", exc)
+            self._stop_worker(exc)
             raise
         # by Kafka member id: two members claiming one stable id keep their own urls
         urls = {j.member_id: j.info.url for j in joined if j.info is not None}
@@ -308,6 +310,26 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
         }
 
     # -- internals -----------------------------------------------------------
+    def _stop_worker(self, exc: Exception) -> None:
+        """Crash the app (its worker exits non-zero) from the consumer's thread.
+
+        An assignment that cannot be made (e.g. co-partitioned topics whose
+        counts changed on the broker) would otherwise be retried forever.
+        """
+        app = self.app
+        loop = getattr(app, "loop", None)
+        crash = getattr(app, "crash", None)
+        if loop is None or crash is None:
+            return
+
+        def schedule() -> None:
+            self._crashing = asyncio.ensure_future(crash(exc))
+
+        try:
+            loop.call_soon_threadsafe(schedule)
+        except RuntimeError:  # loop closed: the worker is stopping anyway
+            logger.debug("streamjoin: event loop closed; not crashing the app")
+
     def _set_distribution(self, info: AssignmentInfo) -> None:
         changelogs = set(getattr(self.app.tables, "changelog_topics", set()))
         routes = info.route_map()

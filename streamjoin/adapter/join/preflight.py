@@ -1,4 +1,7 @@
-"""Start-up check: the topics of every join have the same partition count on the broker."""
+"""Start-up check: topics read together have the same partition count on the broker.
+
+Covers every join (``app.joins``) and every group in ``app.copartitioned_topics``.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,13 @@ from typing import Any
 from streamjoin.adapter.topics import broker_partition_counts
 from streamjoin.join.errors import JoinCopartitionError
 
-__all__ = ["check_join_partitions", "join_partition_problems"]
+__all__ = [
+    "check_join_partitions",
+    "group_partition_problems",
+    "join_partition_problems",
+    "partition_problems",
+    "topics_to_check",
+]
 
 
 def join_partition_problems(joins: Any, counts: dict[str, int]) -> list[str]:
@@ -35,12 +44,46 @@ def join_partition_problems(joins: Any, counts: dict[str, int]) -> list[str]:
     return problems
 
 
-def check_join_partitions(app: Any, bootstrap: str, timeout: float) -> None:
-    """Raise :class:`JoinCopartitionError` naming every mismatch; no-op without joins."""
+def group_partition_problems(
+    groups: list[tuple[str, ...]], counts: dict[str, int], skip: set[frozenset[str]]
+) -> list[str]:
+    """One message per co-partition group whose existing topics' counts differ."""
+    problems = []
+    for group in sorted(groups):
+        have = {t: counts[t] for t in sorted(group) if t in counts}
+        if len(set(have.values())) <= 1 or any(s <= frozenset(have) for s in skip):
+            continue
+        listed = ", ".join(f"{t!r} has {n}" for t, n in have.items())
+        problems.append(
+            f"co-partitioned topics differ in partition count ({listed}); they are read "
+            "together as one task per partition number. Fix: recreate them with one count "
+            "(or repartition into new topics), then start the worker"
+        )
+    return problems
+
+
+def topics_to_check(app: Any) -> list[str]:
+    """The topics of the app's joins and co-partition groups (empty: nothing to check)."""
     joins = getattr(app, "joins", None) or {}
-    if not joins:
+    groups = [tuple(g) for g in getattr(app, "copartitioned_topics", ()) or ()]
+    topics = {t for j in joins.values() for t in (j.left_topic, j.right_topic)}
+    return sorted(topics | {t for g in groups for t in g})
+
+
+def partition_problems(app: Any, counts: dict[str, int]) -> list[str]:
+    """Every mismatch among the app's joins and co-partition groups, given broker counts."""
+    joins = getattr(app, "joins", None) or {}
+    groups = [tuple(g) for g in getattr(app, "copartitioned_topics", ()) or ()]
+    problems = join_partition_problems(joins, counts)
+    reported = {frozenset((j.left_topic, j.right_topic)) for j in joins.values()}
+    return problems + group_partition_problems(groups, counts, reported)
+
+
+def check_join_partitions(app: Any, bootstrap: str, timeout: float) -> None:
+    """Raise :class:`JoinCopartitionError` naming every mismatch (joins and declared groups)."""
+    topics = topics_to_check(app)
+    if not topics:
         return
-    topics = sorted({t for j in joins.values() for t in (j.left_topic, j.right_topic)})
-    problems = join_partition_problems(joins, broker_partition_counts(bootstrap, topics, timeout))
+    problems = partition_problems(app, broker_partition_counts(bootstrap, topics, timeout))
     if problems:
         raise JoinCopartitionError("; ".join(problems))
