@@ -19,6 +19,9 @@ Environment (all optional):
     ADS_PARTITIONS: partitions of the two input topics (default 4).
     ADS_GRACE_MS: how far out of event-time order records may arrive (default 10000).
     ADS_MAX_IDLE_MS: longest wait for a lagging input (default 500).
+    ADS_ARCHIVE_DIR: when set, also archive both inputs and the three outcome
+        topics as hour-partitioned Parquet under this directory, exactly once
+        per record (``streamjoin.archive``; needs ``streamjoin[archive]``).
 """
 
 from __future__ import annotations
@@ -107,3 +110,19 @@ async def campaigns_page(web: Any, request: Any) -> Any:
         shown = row.get("impressions", 0)
         rows[campaign] = {**row, "ctr": row.get("billed_clicks", 0) / shown if shown else None}
     return web.json(rows)
+
+
+#: the Parquet archive of the inputs and outcomes, when ADS_ARCHIVE_DIR is set
+ARCHIVE_DIR = os.environ.get("ADS_ARCHIVE_DIR")
+if ARCHIVE_DIR:
+    from streamjoin.archive import archive_topics
+
+    archive = archive_topics(
+        app,
+        ARCHIVE_DIR,
+        {
+            "impressions": impressions,
+            "clicks": clicks,
+            "outcomes": [billing.outputs[o] for o in ("attributed", "duplicate", "unattributed")],
+        },
+    )
