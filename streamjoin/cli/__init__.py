@@ -14,6 +14,7 @@ from streamjoin.cli.broker import broker_command
 from streamjoin.cli.demo import demo_command
 from streamjoin.cli.topics import topics_command
 from streamjoin.cli.worker import worker_command
+from streamjoin.spark.cli import spark_command
 
 __all__ = ["main"]
 
@@ -27,5 +28,6 @@ def main() -> None:
 main.add_command(assign_command)
 main.add_command(broker_command)
 main.add_command(demo_command)
+main.add_command(spark_command)
 main.add_command(topics_command)
 main.add_command(worker_command)
