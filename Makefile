@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test lint typecheck unit bench bench-restore clean
+.PHONY: test lint typecheck unit bench bench-restore bench-join clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,3 +33,6 @@ clean:
 
 bench-restore: $(STAMP)
 	$(BIN)/python benchmarks/restore.py
+
+bench-join: $(STAMP)
+	$(BIN)/python benchmarks/join.py
