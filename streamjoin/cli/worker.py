@@ -1,52 +1,106 @@
-"""``streamjoin worker``: run an app's agents and tables in this process."""
+"""``streamjoin worker``: run an app's agents and tables in this process.
+
+Every option is also read from the environment variable ``STREAMJOIN_<OPTION>``
+(``--web-bind`` from ``STREAMJOIN_WEB_BIND``, ``-A/--app`` from
+``STREAMJOIN_APP``); a flag given on the command line wins. The SASL password
+and the TLS key's password come from the environment only.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
 
+from streamjoin.runtime.settings import (
+    DEFAULT_WEB_BIND,
+    SASL_MECHANISMS,
+    SASL_PASSWORD_ENV,
+    SECURITY_PROTOCOLS,
+    SSL_KEY_PASSWORD_ENV,
+)
+
 __all__ = ["worker_command"]
 
+_FILE = click.Path(dir_okay=False, path_type=Path)
 
-@click.command("worker")
+
+@click.command(
+    "worker",
+    epilog=f"Secrets come from the environment only: {SASL_PASSWORD_ENV} (SASL password) "
+    f"and {SSL_KEY_PASSWORD_ENV} (password of an encrypted --ssl-keyfile).",
+)
 @click.option(
     "-A",
     "--app",
     "app_spec",
     required=True,
     metavar="MODULE:APP",
+    envvar="STREAMJOIN_APP",
+    show_envvar=True,
     help="The app to run, e.g. myproj.app:app.",
 )
 @click.option(
     "-b",
     "--broker",
     metavar="URL",
-    help="Broker URL(s), e.g. kafka://127.0.0.1:9092 (default: the app's).",
+    envvar="STREAMJOIN_BROKER",
+    show_envvar=True,
+    help="Broker URL(s), e.g. kafka://127.0.0.1:9092, several separated by ';' "
+    "(default: the app's).",
 )
 @click.option(
     "--datadir",
     type=click.Path(file_okay=False, path_type=Path),
+    envvar="STREAMJOIN_DATADIR",
+    show_envvar=True,
     help="Data directory; RocksDB state lives below it (default: the app's).",
 )
 @click.option(
     "--web-port",
     type=click.IntRange(1, 65535),
+    envvar="STREAMJOIN_WEB_PORT",
+    show_envvar=True,
     help="Port of this worker's web server (default: the app's, or a free port "
     "instead of faust's 6066).",
 )
-@click.option("--web-host", help="Host name this worker advertises.")
-@click.option("--web-bind", help="Interface the web server binds.")
+@click.option(
+    "--web-host",
+    envvar="STREAMJOIN_WEB_HOST",
+    show_envvar=True,
+    help="Host name this worker advertises to the others (default: faust's, the host name).",
+)
+@click.option(
+    "--web-bind",
+    default=DEFAULT_WEB_BIND,
+    show_default=True,
+    envvar="STREAMJOIN_WEB_BIND",
+    show_envvar=True,
+    help="Interface the web server binds; 0.0.0.0 for every interface.",
+)
 @click.option(
     "--with-web/--without-web",
     "web",
     default=None,
+    envvar="STREAMJOIN_WEB",
+    show_envvar=True,
     help="Force the web server on or off (default: the app's setting).",
 )
 @click.option(
     "--standby-replicas",
     type=click.IntRange(0, None),
+    envvar="STREAMJOIN_STANDBY_REPLICAS",
+    show_envvar=True,
     help="Standby replicas per table partition (faust's table_standby_replicas).",
+)
+@click.option(
+    "--replication-factor",
+    type=click.IntRange(1, None),
+    envvar="STREAMJOIN_REPLICATION_FACTOR",
+    show_envvar=True,
+    help="Replication factor of the topics the worker creates: changelogs, repartition "
+    "topics (faust's topic_replication_factor; default: the app's, faust's is 1).",
 )
 @click.option(
     "-l",
@@ -54,13 +108,29 @@ __all__ = ["worker_command"]
     default="info",
     show_default=True,
     type=click.Choice(["crit", "error", "warn", "warning", "info", "debug"], case_sensitive=False),
+    envvar="STREAMJOIN_LOGLEVEL",
+    show_envvar=True,
     help="Log level.",
 )
-@click.option("-f", "--logfile", help="Log to this file instead of stderr.")
-@click.option("--debug/--no-debug", default=False, help="faust debug mode.")
+@click.option(
+    "-f",
+    "--logfile",
+    envvar="STREAMJOIN_LOGFILE",
+    show_envvar=True,
+    help="Log to this file instead of stderr.",
+)
+@click.option(
+    "--debug/--no-debug",
+    default=False,
+    envvar="STREAMJOIN_DEBUG",
+    show_envvar=True,
+    help="faust debug mode.",
+)
 @click.option(
     "--blocking-timeout",
     type=float,
+    envvar="STREAMJOIN_BLOCKING_TIMEOUT",
+    show_envvar=True,
     help="Seconds before a blocked event loop is reported (debug).",
 )
 @click.option(
@@ -68,19 +138,96 @@ __all__ = ["worker_command"]
     type=float,
     default=10.0,
     show_default=True,
+    envvar="STREAMJOIN_BROKER_TIMEOUT",
+    show_envvar=True,
     help="Seconds to wait for the broker before giving up.",
 )
-@click.option("--rack", help="Rack or zone of this worker; standbys prefer other racks.")
 @click.option(
-    "--host-label", help="Host this worker runs on; no standby shares its active's host label."
+    "--rack",
+    envvar="STREAMJOIN_RACK",
+    show_envvar=True,
+    help="Rack or zone of this worker; standbys prefer other racks.",
 )
 @click.option(
-    "--instance-id", help="Stable identity of this worker (also Kafka static membership)."
+    "--host-label",
+    envvar="STREAMJOIN_HOST_LABEL",
+    show_envvar=True,
+    help="Host this worker runs on; no standby shares its active's host label.",
+)
+@click.option(
+    "--instance-id",
+    envvar="STREAMJOIN_INSTANCE_ID",
+    show_envvar=True,
+    help="Stable identity of this worker (also Kafka static membership).",
 )
 @click.option(
     "--capacity",
     type=click.IntRange(1, None),
+    envvar="STREAMJOIN_CAPACITY",
+    show_envvar=True,
     help="Weight of this worker's share of tasks (default 1).",
+)
+@click.option(
+    "--recovery-lag",
+    type=click.IntRange(0, None),
+    envvar="STREAMJOIN_RECOVERY_LAG",
+    show_envvar=True,
+    help="Largest changelog lag (records) at which a standby counts as warm (default 10000).",
+)
+@click.option(
+    "--security-protocol",
+    type=click.Choice(SECURITY_PROTOCOLS, case_sensitive=False),
+    metavar=f"[{'|'.join(SECURITY_PROTOCOLS)}]",
+    envvar="STREAMJOIN_SECURITY_PROTOCOL",
+    show_envvar=True,
+    help="Kafka security protocol (default: the app's broker_credentials, else PLAINTEXT).",
+)
+@click.option(
+    "--sasl-mechanism",
+    type=click.Choice(SASL_MECHANISMS, case_sensitive=False),
+    metavar=f"[{'|'.join(SASL_MECHANISMS)}]",
+    envvar="STREAMJOIN_SASL_MECHANISM",
+    show_envvar=True,
+    help="SASL mechanism (default PLAIN).",
+)
+@click.option(
+    "--sasl-username",
+    envvar="STREAMJOIN_SASL_USERNAME",
+    show_envvar=True,
+    help=f"SASL user name (PLAIN, SCRAM); the password is read from {SASL_PASSWORD_ENV}.",
+)
+@click.option(
+    "--ssl-cafile",
+    type=_FILE,
+    envvar="STREAMJOIN_SSL_CAFILE",
+    show_envvar=True,
+    help="CA bundle (PEM) that verifies the brokers (default: the system's).",
+)
+@click.option(
+    "--ssl-certfile",
+    type=_FILE,
+    envvar="STREAMJOIN_SSL_CERTFILE",
+    show_envvar=True,
+    help="Client certificate (PEM) for mutual TLS.",
+)
+@click.option(
+    "--ssl-keyfile",
+    type=_FILE,
+    envvar="STREAMJOIN_SSL_KEYFILE",
+    show_envvar=True,
+    help="Key (PEM) of --ssl-certfile, unless the certificate file holds it.",
+)
+@click.option(
+    "--kerberos-service-name",
+    envvar="STREAMJOIN_KERBEROS_SERVICE_NAME",
+    show_envvar=True,
+    help="Kerberos service name of the brokers (GSSAPI; default kafka).",
+)
+@click.option(
+    "--kerberos-domain-name",
+    envvar="STREAMJOIN_KERBEROS_DOMAIN_NAME",
+    show_envvar=True,
+    help="Kerberos domain of the brokers (GSSAPI).",
 )
 def worker_command(
     app_spec: str,
@@ -88,9 +235,10 @@ def worker_command(
     datadir: Path | None,
     web_port: int | None,
     web_host: str | None,
-    web_bind: str | None,
+    web_bind: str,
     web: bool | None,
     standby_replicas: int | None,
+    replication_factor: int | None,
     loglevel: str,
     logfile: str | None,
     debug: bool,
@@ -100,16 +248,39 @@ def worker_command(
     host_label: str | None,
     instance_id: str | None,
     capacity: int | None,
+    recovery_lag: int | None,
+    security_protocol: str | None,
+    sasl_mechanism: str | None,
+    sasl_username: str | None,
+    ssl_cafile: Path | None,
+    ssl_certfile: Path | None,
+    ssl_keyfile: Path | None,
+    kerberos_service_name: str | None,
+    kerberos_domain_name: str | None,
 ) -> None:
     """Run a worker for the app given with -A until Ctrl-C.
 
-    Exits with a one-line error (status 1) when the app cannot be imported,
-    no broker answers, or the topics of a join have different partition counts.
+    Exits with a one-line error (status 1) when the settings contradict each
+    other, the app cannot be imported, no broker answers, or the topics of a
+    join have different partition counts.
     """
     from streamjoin.join.errors import JoinError
     from streamjoin.runtime.errors import RuntimeComponentError
+    from streamjoin.runtime.settings import KafkaSecurity
     from streamjoin.runtime.worker import WorkerOptions, run_worker
 
+    security = KafkaSecurity(
+        protocol=security_protocol.upper() if security_protocol else None,
+        sasl_mechanism=sasl_mechanism.upper() if sasl_mechanism else None,
+        sasl_username=sasl_username,
+        sasl_password=os.environ.get(SASL_PASSWORD_ENV) or None,
+        ssl_cafile=ssl_cafile,
+        ssl_certfile=ssl_certfile,
+        ssl_keyfile=ssl_keyfile,
+        ssl_key_password=os.environ.get(SSL_KEY_PASSWORD_ENV) or None,
+        kerberos_service_name=kerberos_service_name,
+        kerberos_domain_name=kerberos_domain_name,
+    )
     options = WorkerOptions(
         app=app_spec,
         broker=broker,
@@ -119,6 +290,7 @@ def worker_command(
         web_bind=web_bind,
         web=web,
         standby_replicas=standby_replicas,
+        replication_factor=replication_factor,
         loglevel=loglevel,
         logfile=logfile,
         debug=debug,
@@ -128,6 +300,8 @@ def worker_command(
         host_label=host_label,
         instance_id=instance_id,
         capacity=capacity,
+        recovery_lag=recovery_lag,
+        security=security,
     )
     try:
         code = run_worker(options)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,3 +56,88 @@ def test_bad_app_is_one_line_and_nonzero(
     assert "Traceback" not in result.stderr
     assert expected in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    """The test's environment without STREAMJOIN_* variables, plus *extra*."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMJOIN_")}
+    env.update(extra)
+    return env
+
+
+def test_worker_is_configured_by_environment_variables_alone(tmp_path: Path) -> None:
+    port = free_port()  # nothing listens there
+    result = subprocess.run(
+        [sys.executable, "-c", CLI, "worker"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=APPS_DIR,
+        start_new_session=True,
+        env=_clean_env(
+            STREAMJOIN_APP="apps.counter:app",
+            STREAMJOIN_BROKER=f"kafka://127.0.0.1:{port}",
+            STREAMJOIN_DATADIR=str(tmp_path),
+            STREAMJOIN_BROKER_TIMEOUT="1",
+        ),
+    )
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    assert f"no Kafka broker answers at 127.0.0.1:{port} (waited 1s)" in result.stderr
+
+
+def test_contradicting_security_settings_are_one_line_and_nonzero(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", CLI, "worker", "-A", "apps.counter:app",
+         "--datadir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=APPS_DIR,
+        start_new_session=True,
+        env=_clean_env(STREAMJOIN_SECURITY_PROTOCOL="SASL_SSL", STREAMJOIN_SASL_USERNAME="bob"),
+    )
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "Error: --security-protocol SASL_SSL with --sasl-mechanism PLAIN needs the password "
+        "in the environment variable STREAMJOIN_SASL_PASSWORD (there is no flag)"
+    ]
+
+
+def _listening(port: int) -> set[str]:
+    """Local IPv4 addresses with a listening TCP socket on *port* (from /proc/net/tcp)."""
+    found = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        address, hex_port = fields[1].split(":")
+        if int(hex_port, 16) == port and fields[3] == "0A":  # 0A: LISTEN
+            octets = [str(int(address[i : i + 2], 16)) for i in (6, 4, 2, 0)]
+            found.add(".".join(octets))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads Linux's /proc/net/tcp")
+def test_web_server_binds_loopback_unless_told_otherwise(workers: Any) -> None:
+    import time
+    import urllib.request
+
+    default_port, all_port = free_port(), free_port()
+    workers.spawn("a", extra_args=("--with-web", "--web-port", str(default_port)))
+    workers.spawn(
+        "b",
+        env={"STREAMJOIN_WEB_BIND": "0.0.0.0", "STREAMJOIN_WEB_PORT": str(all_port)},
+        extra_args=("--with-web",),
+    )
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if _listening(default_port) and _listening(all_port):
+            break
+        time.sleep(0.2)
+    assert _listening(default_port) == {"127.0.0.1"}
+    assert _listening(all_port) == {"0.0.0.0"}
+    url = f"http://127.0.0.1:{default_port}/streamjoin/assignment/"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        assert response.status == 200
