@@ -117,7 +117,8 @@ def _late_reason(late: Late, grace: int) -> bytes:
 
 class _AdTask:
     def __init__(self, window: JoinWindow, state: KVState) -> None:
-        self._logic = TaskAttribution(window, state)
+        # the runtime checkpoints once per batch, before the batch's input positions
+        self._logic = TaskAttribution(window, state, auto_checkpoint=False)
         self._grace = window.grace
 
     @property

@@ -179,7 +179,7 @@ def test_a_crash_and_replay_yields_the_same_outcomes_and_no_second_bill(
     bounds = [0]
     for size in sizes:
         bounds.append(min(len(order), bounds[-1] + size))
-    first = TaskAttribution(window)
+    first = TaskAttribution(window, auto_checkpoint=False)
     assert isinstance(first.state, MemoryState)
     first.state.record_changelog = True
     crashed = draw.draw(st.integers(0, len(bounds) - 2), label="crash in batch")
@@ -194,7 +194,7 @@ def test_a_crash_and_replay_yields_the_same_outcomes_and_no_second_bill(
                 emitted.setdefault(item.click_id, set()).add(item)
         first.checkpoint()
     cut = draw.draw(st.integers(batch_start, len(first.state.changelog)), label="cut")
-    second = TaskAttribution(window, _restore(first.state.changelog[:cut]))
+    second = TaskAttribution(window, _restore(first.state.changelog[:cut]), auto_checkpoint=False)
     second.rebuild_indexes()
     replayed_late = []
     for record in order[bounds[crashed] :]:
