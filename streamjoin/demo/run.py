@@ -380,7 +380,7 @@ class _Demo:
         argv = [
             sys.executable,
             "-m",
-            "streamjoin.cli",
+            "streamjoin",
             "spark",
             "run",
             "--archive",
