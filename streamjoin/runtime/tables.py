@@ -36,6 +36,17 @@ class TableManager(_FaustTableManager):
             self._recovery = self._restorer  # type: ignore[assignment]
         return self._restorer
 
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        """Stop restoring, and let every join drop what it holds but has not applied.
+
+        faust then waits for every record in flight to be acknowledged; a join
+        acknowledges its buffered records at once (their task's state says
+        where to resume, so whoever runs the task next reads them again).
+        """
+        for join in sorted((getattr(self.app, "joins", None) or {}).items()):
+            join[1].on_revoke()
+        super().on_partitions_revoked(revoked)
+
     def standby_offsets(self) -> dict[tuple[str, int], int]:
         """Applied changelog offset of every standby partition assigned to this worker.
 

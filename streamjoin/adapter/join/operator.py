@@ -163,6 +163,14 @@ class Join:
             raise JoinConfigError(
                 f"join {name!r}: max_idle_ms must be >= 0, batch_max >= 1, batch_interval > 0"
             )
+        from streamjoin.runtime.tables import TableManager
+
+        manager = app.conf.TableManager
+        if not (isinstance(manager, type) and issubclass(manager, TableManager)):
+            raise JoinConfigError(
+                f"join {name!r} needs streamjoin's table restoration: create the app with "
+                "streamjoin.App, or pass TableManager='streamjoin:TableManager' to faust.App"
+            )
         self.max_idle_ms = max_idle_ms
         self.batch_max = batch_max
         self.batch_interval = batch_interval
@@ -202,7 +210,10 @@ class Join:
         self._logged_at = time.monotonic()
         self._logged_n = 0
         self.agent = app.agent(self.source, name=f"streamjoin.join.{name}")(self._consume)
-        app.timer(batch_interval, name=f"streamjoin.join.{name}.tick")(self._on_timer)
+        self._revoking = False
+        # a task loop, not app.timer: faust stops timers before it waits for
+        # in-flight records on shutdown, and this loop makes them durable
+        app.task(self._ticker)
         _hook_rebalance(self)
 
     # -- introspection -------------------------------------------------------------
@@ -238,8 +249,16 @@ class Join:
             if self._buffered >= self.batch_max:
                 await self._tick()
 
+    async def _ticker(self) -> None:
+        # faust creates the topics agents read, not the ones we produce to
+        for topic in [*self.outputs.values(), self.dead_letters]:
+            await topic.maybe_declare()
+        while not self.app.should_stop:
+            await asyncio.sleep(self.batch_interval)
+            await self._on_timer()
+
     async def _on_timer(self) -> None:
-        if self._buffered:
+        if self._buffered and not self._revoking:
             await self._tick()
         now = time.monotonic()
         if now - self._logged_at >= self.log_interval and self.stats.processed != self._logged_n:
@@ -279,6 +298,9 @@ class Join:
         return db_for(partition)
 
     async def _receive(self, event: Any) -> None:
+        if self._revoking:
+            event.ack()  # in flight while partitions are revoked: read again later
+            return
         message = event.message
         side = LEFT if message.topic == self.left_topic else RIGHT
         self.stats.received[side] += 1
@@ -428,8 +450,25 @@ class Join:
 
     # -- rebalance ----------------------------------------------------------------
 
+    def on_revoke(self) -> None:
+        """Partitions are being revoked (a rebalance or a shutdown): drop buffered records.
+
+        They are acknowledged without being applied: the task's state holds
+        the next offset to apply on each side, and when the task is opened
+        again (here or on another worker) its input is read from there. Tasks
+        are closed; a batch already being made durable completes.
+        """
+        self._revoking = True
+        for partition in sorted(self._tasks):
+            task = self._tasks[partition]
+            for _, event in task.merger.poll(2**62, dict.fromkeys(SIDES, False)):
+                event.ack()
+        self._buffered = 0
+        self._tasks.clear()
+
     async def on_rebalance(self, assigned: set[Any]) -> None:
-        """Drop tasks this worker no longer runs (their records come again elsewhere)."""
+        """The new assignment is known: accept records again."""
+        self._revoking = False
         async with self._lock:
             keep = {tp.partition for tp in assigned if tp.topic == self.left_topic}
             for partition in sorted(self._tasks):
