@@ -118,4 +118,7 @@ class App(faust.App):
             batch_interval=batch_interval,
         )
         self.joins[name] = join
+        # A join holds records back (event-time order) and acks them only once
+        # applied; on a rebalance it drops them unacked instead of waiting.
+        self.conf.stream_wait_empty = False
         return join

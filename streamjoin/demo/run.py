@@ -15,6 +15,7 @@ produced record, as the generator's ``--record`` writes it).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -40,6 +41,16 @@ __all__ = ["DemoOptions", "run_demo"]
 REPO = Path(__file__).resolve().parents[2]
 APP = "examples.ad_monetization.app:app"
 INPUT_TOPIC = "impressions"
+#: every topic the app reads or writes, created up front: a topic appearing
+#: later changes the group's metadata and makes it rebalance again
+TOPICS = (
+    "impressions",
+    "clicks",
+    "attributed-clicks",
+    "duplicate-clicks",
+    "unattributed-clicks",
+    "ads-dead-letters",
+)
 RECONCILED = re.compile(r"reconciled: ([\d,]+) clicks, ([\d,]+) differences")
 RESTORING = re.compile(r"restoring table (\S+): ([\d,]+)/([\d,]+) records")
 
@@ -149,6 +160,10 @@ class _Demo:
         )
         self.broker.start()
         _say(f"broker: embedded Kafka-protocol broker on {self.broker.bootstrap}")
+        # before any worker asks for their metadata: the embedded broker would
+        # create a missing topic with its own default partition count
+        asyncio.run(_create_topics(self.broker.bootstrap, self.options.partitions))
+        _say(f"topics: {', '.join(TOPICS)} ({self.options.partitions} partitions each)")
 
     def start_worker(self, name: str) -> _Worker:
         broker = self.broker
@@ -169,8 +184,9 @@ class _Demo:
                 str(port),
                 "--web-bind",
                 "127.0.0.1",
-                "--instance-id",
-                name,
+                # identity comes from the data directory; no --instance-id: the
+                # embedded broker's static membership makes such a group
+                # rebalance over and over
             ),
             cwd=REPO,
         ).start()
@@ -407,6 +423,17 @@ class _Demo:
         return match, done.returncode
 
 
+async def _create_topics(bootstrap: str, partitions: int) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(t, partitions, 1) for t in TOPICS])
+    finally:
+        await admin.close()
+
+
 def _restore_progress(log: str) -> str:
     last = None
     for found in RESTORING.finditer(log[-20_000:]):
@@ -445,6 +472,17 @@ def _archived_inputs(archive: Path) -> int:
     )
 
 
+def _terminate(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
 def run_demo(options: DemoOptions) -> int:
-    """Run the demo; return the exit status (0: reconciled with no difference)."""
-    return _Demo(options).run()
+    """Run the demo; return the exit status (0: reconciled with no difference).
+
+    SIGTERM, like Ctrl-C, stops the broker, the generator and every worker first.
+    """
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return _Demo(options).run()
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -64,7 +64,7 @@ class JoinStats:
     emitted: dict[str, int] = field(default_factory=dict)
     batches: int = 0
     idle_expirations: int = 0
-    seeks: int = 0
+    gaps: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready copy."""
@@ -77,7 +77,7 @@ class JoinStats:
             "emitted": dict(sorted(self.emitted.items())),
             "batches": self.batches,
             "idle_expirations": self.idle_expirations,
-            "seeks": self.seeks,
+            "gaps": self.gaps,
         }
 
 
@@ -94,8 +94,6 @@ class _Task:
         self.position: dict[str, int | None] = dict.fromkeys(SIDES)
         #: next offset expected from the consumer, per side
         self.next_seen: dict[str, int | None] = dict.fromkeys(SIDES)
-        #: a side seeking back to its position drops records until it arrives
-        self.seeking: dict[str, int | None] = dict.fromkeys(SIDES)
         self.unacked: list[Any] = []
 
     def open(self, db: Any) -> None:
@@ -299,36 +297,30 @@ class Join:
 
     async def _receive(self, event: Any) -> None:
         if self._revoking:
-            event.ack()  # in flight while partitions are revoked: read again later
-            return
+            return  # in flight while partitions are revoked: never acked, read again
         message = event.message
         side = LEFT if message.topic == self.left_topic else RIGHT
         self.stats.received[side] += 1
         task = self._task(message.partition)
         offset = message.offset
-        seeking = task.seeking[side]
-        if seeking is not None:
-            if offset != seeking:
-                event.ack()  # in flight from before the seek: it comes again
-                return
-            task.seeking[side] = None
         position = task.position[side]
         if position is not None and offset > position and task.next_seen[side] == position:
-            # the consumer starts past what state has applied (its offsets
-            # were committed before the state was): read from the state's position
-            task.seeking[side] = position
-            self.stats.seeks += 1
-            event.ack()
-            logger.info(
-                "join %s: %s[%d] resumes at offset %d (state) instead of %d",
+            # Records are acked only once applied, so faust never commits past
+            # the state's position; if the consumer starts beyond it anyway
+            # (a changelog truncated or deleted), records in between are not in
+            # the state, and nothing can bring them back: say so.
+            self.stats.gaps += 1
+            logger.warning(
+                "join %s: %s[%d] starts at offset %d but the task's state ends at %d; "
+                "records %d..%d were never applied to it",
                 self.name,
                 message.topic,
                 message.partition,
-                position,
                 offset,
+                position,
+                position,
+                offset - 1,
             )
-            await self.app.consumer.seek(message.tp, position)
-            return
         task.next_seen[side] = offset + 1
         ts = int(message.timestamp * 1000) if message.timestamp is not None else 0
         task.merger.add(side, ts, event)
@@ -453,16 +445,13 @@ class Join:
     def on_revoke(self) -> None:
         """Partitions are being revoked (a rebalance or a shutdown): drop buffered records.
 
-        They are acknowledged without being applied: the task's state holds
-        the next offset to apply on each side, and when the task is opened
-        again (here or on another worker) its input is read from there. Tasks
-        are closed; a batch already being made durable completes.
+        They are dropped unacknowledged, so faust does not commit them (the
+        join sets ``stream_wait_empty`` off: faust does not wait for them
+        either); whoever runs the task next reads them again from the
+        committed offset, which is never past the task state's position.
+        Tasks are closed; a batch already being made durable completes.
         """
         self._revoking = True
-        for partition in sorted(self._tasks):
-            task = self._tasks[partition]
-            for _, event in task.merger.poll(2**62, dict.fromkeys(SIDES, False)):
-                event.ack()
         self._buffered = 0
         self._tasks.clear()
 
