@@ -1,11 +1,11 @@
-# The two commands a fresh machine needs are `make test` and (once it exists) `make demo`.
+# The two commands a fresh machine needs are `make demo` and `make test`.
 # Both create the virtualenv and install what they need.
 PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test lint typecheck unit bench bench-restore bench-join clean
+.PHONY: test demo lint typecheck unit bench bench-restore bench-join clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -14,6 +14,16 @@ $(BIN)/python:
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
+
+DEMO_STAMP := $(VENV)/.installed-demo
+
+$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[demo]'
+	touch $(DEMO_STAMP)
+
+# The main job: the ad-monetization pipeline on the embedded broker and local Spark.
+demo: $(DEMO_STAMP)
+	$(BIN)/streamjoin demo --out demo-out --force
 
 lint: $(STAMP)
 	$(BIN)/ruff check streamjoin tests benchmarks

@@ -75,7 +75,7 @@ class App(faust.App):
         name: str = "join",
         outputs: Mapping[str, Any] | None = None,
         dead_letters: Any = None,
-        max_idle_ms: int = 500,
+        max_idle_ms: int = 2000,
         batch_max: int = 2000,
         batch_interval: float = 0.05,
     ) -> Any:

@@ -18,7 +18,7 @@ Environment (all optional):
     ADS_TOPIC_PREFIX: prefix of every topic name (default empty).
     ADS_PARTITIONS: partitions of the two input topics (default 4).
     ADS_GRACE_MS: how far out of event-time order records may arrive (default 10000).
-    ADS_MAX_IDLE_MS: longest wait for a lagging input (default 500).
+    ADS_MAX_IDLE_MS: longest wait for a lagging input (default 2000).
     ADS_ARCHIVE_DIR: when set, also archive both inputs and the three outcome
         topics as hour-partitioned Parquet under this directory, exactly once
         per record (``streamjoin.archive``; needs ``streamjoin[archive]``).
@@ -39,7 +39,7 @@ APP_ID = os.environ.get("ADS_APP_ID", "ad-monetization")
 PREFIX = os.environ.get("ADS_TOPIC_PREFIX", "")
 PARTITIONS = int(os.environ.get("ADS_PARTITIONS", "4"))
 GRACE_MS = int(os.environ.get("ADS_GRACE_MS", "10000"))
-MAX_IDLE_MS = int(os.environ.get("ADS_MAX_IDLE_MS", "500"))
+MAX_IDLE_MS = int(os.environ.get("ADS_MAX_IDLE_MS", "2000"))
 
 #: the attribution policy; the batch side (Spark) uses the same object
 POLICY = AdAttribution(JoinWindow(before=0, after=30 * 60 * 1000, grace=GRACE_MS))

@@ -70,6 +70,9 @@ class DemoOptions:
         partitions: partitions of the two input topics (= tasks).
         spark_master: Spark master URL for the batch job.
         force: replace the contents of an existing ``out``.
+        grace_ms: the join's grace in event time. At ``speed`` 60 one minute of
+            event time passes in one wall-clock second; the grace must cover
+            how far the two topics' fetches can drift apart on a busy machine.
     """
 
     out: Path
@@ -80,7 +83,7 @@ class DemoOptions:
     partitions: int = 6
     spark_master: str = "local[*]"
     force: bool = False
-    grace_ms: int = 10_000
+    grace_ms: int = 60_000
 
     def __post_init__(self) -> None:
         if self.duration < 20:
@@ -117,7 +120,7 @@ def _say(line: str, stream: TextIO = sys.stdout) -> None:
 
 
 def _get_json(port: int, path: str) -> Any:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as response:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
         return json.loads(response.read())
 
 
@@ -289,20 +292,6 @@ class _Demo:
         for row in rows:
             _say(row)
 
-    def drained(self) -> bool:
-        """Every live worker has nothing buffered and processed nothing new since last time."""
-        snapshot = {
-            w.name: (
-                self.state.stats.get(w.name, {}).get("stats", {}).get("processed"),
-                self.state.stats.get(w.name, {}).get("buffered"),
-            )
-            for w in self.workers
-            if w.process.running()
-        }
-        same = snapshot == getattr(self, "_last_snapshot", None)
-        self._last_snapshot = snapshot
-        return same and all(b == 0 for _, b in snapshot.values())
-
     # -- the run ----------------------------------------------------------------------
 
     def run(self) -> int:
@@ -372,21 +361,43 @@ class _Demo:
         finally:
             self.stop_everything()
 
-    def settle(self, timeout: float = 120.0) -> None:
-        deadline = time.monotonic() + timeout
-        quiet = 0
-        while time.monotonic() < deadline:
-            time.sleep(1)
-            self.sample()
-            quiet = quiet + 1 if self.drained() else 0
-            if quiet >= 5 and self.archive_complete():
-                return
-        _say("warning: the pipeline did not settle within the time limit; reporting what there is")
-
-    def archive_complete(self) -> bool:
+    def settle(self, timeout: float = 240.0) -> None:
+        """Wait until every input is archived and every decidable click has its
+        outcome in the archive (computed from the generator's record file)."""
         rows = _read_jsonl(self.out / "events.jsonl")
-        want = sum(1 for r in rows if r.get("malformed") is None)
-        return _archived_inputs(self.archive) >= want
+        inputs = sum(1 for r in rows if r.get("malformed") is None)
+        expected = _decidable_clicks(rows, self.options.grace_ms)
+        deadline = time.monotonic() + timeout
+        last_view = 0.0
+        progress: tuple[int, int] | None = None
+        progress_at = time.monotonic()
+        while time.monotonic() < deadline:
+            self.sample()
+            archived = _archived_inputs(self.archive)
+            outcomes = _archived_outcomes(self.archive)
+            if (archived, len(outcomes)) != progress:
+                progress, progress_at = (archived, len(outcomes)), time.monotonic()
+            elif archived >= inputs and time.monotonic() - progress_at > 30:
+                missing = len(expected - outcomes)
+                _say(
+                    f"[{self.state.now():6.1f}s] {missing} outcomes did not come in 30 s "
+                    "(late records go to the dead-letter topic); reconciling what there is"
+                )
+                return
+            if archived >= inputs and outcomes >= expected:
+                _say(
+                    f"[{self.state.now():6.1f}s] settled: {archived:,} events and "
+                    f"{len(outcomes):,} click outcomes archived"
+                )
+                return
+            if time.monotonic() - last_view >= 5:
+                _say(
+                    f"[{self.state.now():6.1f}s] settling: {archived:,}/{inputs:,} events, "
+                    f"{len(outcomes & expected):,}/{len(expected):,} outcomes archived"
+                )
+                last_view = time.monotonic()
+            time.sleep(2)
+        _say("warning: the pipeline did not settle within the time limit; reporting what there is")
 
     def spark(self) -> tuple[str | None, int]:
         _say(
@@ -460,6 +471,31 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
 def _parquet_files(root: Path) -> Iterator[Path]:
     if root.exists():
         yield from sorted(root.rglob("*.parquet"))
+
+
+def _archived_outcomes(archive: Path) -> set[str]:
+    import pyarrow.parquet as pq
+
+    found: set[str] = set()
+    for path in _parquet_files(archive / "outcomes"):
+        found.update(pq.read_table(path, columns=["click_id"]).column(0).to_pylist())
+    return found
+
+
+def _decidable_clicks(rows: list[dict[str, Any]], grace_ms: int) -> set[str]:
+    """Clicks whose outcome the stream emits by the end of the input: their task's
+    stream time (largest event time on their partition) passes ts + grace."""
+    final: dict[int, int] = {}
+    clicks: list[tuple[str, int, int]] = []
+    for row in rows:
+        if row.get("malformed") is not None:
+            continue
+        value = json.loads(row["value"])
+        partition = int(row["partition"])
+        final[partition] = max(final.get(partition, 0), int(value["ts_ms"]))
+        if "click_id" in value:
+            clicks.append((value["click_id"], partition, int(value["ts_ms"])))
+    return {cid for cid, p, ts in clicks if ts + grace_ms < final[p]}
 
 
 def _archived_inputs(archive: Path) -> int:

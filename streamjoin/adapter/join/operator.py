@@ -130,7 +130,7 @@ class Join:
         outputs: Mapping[str, Any] | None = None,
         dead_letters: Any = None,
         partitions: int | None = None,
-        max_idle_ms: int = 500,
+        max_idle_ms: int = 2000,
         batch_max: int = 2000,
         batch_interval: float = 0.05,
     ) -> None:
