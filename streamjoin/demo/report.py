@@ -87,15 +87,28 @@ def _timeline_chart(
         )
     for t in rebalances(samples):
         axis.axvline(t, color="grey", linestyle=":", linewidth=1)
+    top = max(tasks, default=0) + 0.45
     for t, label in events:
-        if "killed" in label or ("started" in label and not label.startswith(("w1", "w2", "w3"))):
-            axis.axvline(t, color="red" if "killed" in label else "green", linewidth=1.5)
-            axis.annotate(label, (t, max(tasks, default=0) + 0.6), fontsize=8, rotation=0)
+        if label.startswith(("w1 ", "w2 ", "w3 ")) and "killed" not in label:
+            continue  # the first three start together, before the generator
+        colour_of = "red" if "killed" in label else "darkgreen"
+        axis.axvline(t, color=colour_of, linewidth=1.5)
+        axis.text(
+            t,
+            top,
+            f" {label} ",
+            rotation=90,
+            va="top",
+            ha="right",
+            fontsize=8,
+            color=colour_of,
+            bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none", "pad": 1},
+        )
     axis.set_yticks(tasks, [f"task {t}" for t in tasks])
     axis.set_xlabel("seconds since start (dotted: a task changed owner)")
     axis.set_title("Which worker ran which task")
     handles = [plt.Rectangle((0, 0), 1, 1, color=colour[w]) for w in workers]
-    axis.legend(handles, workers, loc="lower right", fontsize=8)
+    axis.legend(handles, workers, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8)
     axis.set_xlim(0, max(end, 1))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
