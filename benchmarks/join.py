@@ -302,6 +302,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--state-commit-every", type=int, default=2_000, help="events per commit [%(default)s]"
     )
     st.add_argument("--skip-state", action="store_true", help="skip part 3")
+    add(
+        "--keep",
+        action="store_true",
+        help="keep the working directory (worker logs, data) after a successful run",
+    )
     return p
 
 
@@ -700,7 +705,8 @@ def print_throughput(report: ThroughputReport) -> None:
         if late:
             say(
                 f"WARNING: the join sent {late:,} records to the dead-letter topic as late "
-                "although no generated record is more than jitter (< grace) out of order"
+                "although no generated record is more than jitter (< grace) out of order; "
+                "late records skip the attribution, so the rate above overstates a correct run"
             )
     if report.ratio is not None:
         say(
@@ -1226,6 +1232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     run_id = f"bj{os.getpid()}-{int(time.time()) % 100_000}"
     tp = lat = st = None
     workdir = Path(tempfile.mkdtemp(prefix="sj-bench-join-"))
+    say(f"working directory (worker logs, data): {workdir}")
     try:
         if not (args.skip_throughput and args.skip_latency):
             tp, lat = run_on_broker(args, workdir, run_id)
@@ -1241,7 +1248,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BaseException:
         say(f"(worker logs and data kept in {workdir})")
         raise
-    shutil.rmtree(workdir, ignore_errors=True)
+    if args.keep:
+        say(f"(worker logs and data kept in {workdir})")
+    else:
+        shutil.rmtree(workdir, ignore_errors=True)
     say("summary")
     rows = summary_rows(tp, lat, st)
     say(render_table(["figure", "value", "target", "verdict"], rows))
