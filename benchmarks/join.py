@@ -510,6 +510,9 @@ def streamjoin_worker(
             "ADS_TOPIC_PREFIX": prefix,
             "ADS_PARTITIONS": str(partitions),
             "ADS_GRACE_MS": str(grace_ms),
+            # the join alone: the example's live campaign table is two more
+            # agents that repartition every impression
+            "ADS_LIVE_TABLE": "0",
         },
         extra_args=web_args(port),
         cwd=ROOT,

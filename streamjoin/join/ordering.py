@@ -5,10 +5,12 @@ backlog (after a restart, a rebalance or a slow fetch), reading it as fast as
 it comes would push stream time ahead and make the other topic's records
 look late. :class:`EventTimeMerger` buffers what was fetched from each input
 and releases records smallest event time first; when an input's buffer is
-empty but the input still has unread data, it waits for it, at most
-``max_idle_ms`` (Kafka Streams' ``max.task.idle.ms``), before going on
-without it. Pure: the runtime tells it what was fetched, what is still
-unread, and the time.
+empty but the input still has unread data, it waits for it. The wait ends
+when no record at all has arrived for ``max_idle_ms`` (like Kafka Streams'
+``max.task.idle.ms``; records still arriving on the other input mean the
+consumer is working through a backlog, and the starving input's records are
+queued behind them), or when ``max_buffered`` records are held. Pure: the
+runtime tells it what was fetched, what is still unread, and the time.
 """
 
 from __future__ import annotations
@@ -27,22 +29,33 @@ R = TypeVar("R")
 class EventTimeMerger(Generic[R]):
     """Merge records of several inputs by event time, waiting boundedly for a lagging input."""
 
-    def __init__(self, inputs: Sequence[str], max_idle_ms: int) -> None:
+    def __init__(
+        self, inputs: Sequence[str], max_idle_ms: int, max_buffered: int | None = None
+    ) -> None:
         if not inputs or len(set(inputs)) != len(inputs):
             raise JoinConfigError(f"EventTimeMerger needs distinct input names, got {inputs!r}")
         if max_idle_ms < 0:
             raise JoinConfigError(f"max_idle_ms must be >= 0, got {max_idle_ms}")
         self.inputs = tuple(inputs)
+        if max_buffered is not None and max_buffered < 1:
+            raise JoinConfigError(f"max_buffered must be >= 1, got {max_buffered}")
         self.max_idle_ms = max_idle_ms
+        self.max_buffered = max_buffered
         self._buffers: dict[str, deque[tuple[int, R]]] = {name: deque() for name in inputs}
         self._waiting_since: int | None = None
         self._enforced = False
         #: times the merger went on without an input that still had unread data
         self.idle_expirations = 0
 
-    def add(self, source: str, ts: int, record: R) -> None:
-        """Buffer a fetched record (records of one input arrive in offset order)."""
+    def add(self, source: str, ts: int, record: R, now_ms: int | None = None) -> None:
+        """Buffer a fetched record (records of one input arrive in offset order).
+
+        With ``now_ms``, the arrival counts as progress: an ongoing wait for a
+        starving input starts over (its records may be queued behind this one).
+        """
         self._buffers[source].append((ts, record))
+        if now_ms is not None and self._waiting_since is not None and not self._enforced:
+            self._waiting_since = now_ms
 
     def buffered(self) -> int:
         """Records held back so far."""
@@ -65,7 +78,9 @@ class EventTimeMerger(Generic[R]):
             if starving:
                 if self._waiting_since is None:
                     self._waiting_since = now_ms
-                if now_ms - self._waiting_since < self.max_idle_ms:
+                full = self.max_buffered is not None and self.buffered() >= self.max_buffered
+                waiting = now_ms - self._waiting_since < self.max_idle_ms and not full
+                if waiting and not self._enforced:
                     return out
                 if not self._enforced:
                     # waited long enough: go on without the starving input

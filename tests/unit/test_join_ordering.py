@@ -105,3 +105,19 @@ def test_a_clicks_backlog_does_not_make_impressions_late(
     for item in task.flush():
         outcomes[item.click_id] = item  # type: ignore[union-attr]
     assert outcomes == attribute(imps, clicks, window)
+
+
+def test_records_still_arriving_keep_the_wait_going_until_the_buffer_cap() -> None:
+    merger: EventTimeMerger[int] = EventTimeMerger(["a", "b"], max_idle_ms=500, max_buffered=4)
+    merger.add("a", 10, 10, now_ms=0)
+    assert merger.poll(0, {"b": True}) == []
+    merger.add("a", 20, 20, now_ms=400)  # a backlog is being drained: keep waiting
+    assert merger.poll(600, {"b": True}) == []
+    merger.add("a", 30, 30, now_ms=800)
+    assert merger.poll(1_200, {"b": True}) == []
+    merger.add("b", 15, 15, now_ms=1_250)  # the starving input delivers
+    assert [r for _, r in merger.poll(1_250, {"b": True})] == [10, 15]
+    for n in range(4):  # b starves again; a floods past the cap
+        merger.add("a", 40 + n, 40 + n, now_ms=1_300 + n)
+    assert [r for _, r in merger.poll(1_310, {"b": True})] == [20, 30, 40, 41, 42, 43]
+    assert merger.idle_expirations == 1

@@ -47,6 +47,10 @@ LEFT = "left"
 RIGHT = "right"
 SIDES = (LEFT, RIGHT)
 
+#: records a task holds back waiting for its other input before it goes on
+#: without it (bounds memory when one input stalls while the other flows)
+MAX_BUFFERED_PER_TASK = 200_000
+
 #: header names on dead-letter records
 REASON_HEADER = "streamjoin-reason"
 SOURCE_HEADER = "streamjoin-source"
@@ -87,7 +91,9 @@ class _Task:
     def __init__(self, partition: int, policy: JoinPolicy, max_idle_ms: int) -> None:
         self.partition = partition
         self.state = BatchState()
-        self.merger: EventTimeMerger[Any] = EventTimeMerger(SIDES, max_idle_ms)
+        self.merger: EventTimeMerger[Any] = EventTimeMerger(
+            SIDES, max_idle_ms, max_buffered=MAX_BUFFERED_PER_TASK
+        )
         self.logic: TaskLogic | None = None
         self.policy = policy
         #: next input offset to apply, per side (from state; None: unknown yet)
@@ -203,6 +209,7 @@ class Join:
         self._tasks: dict[int, _Task] = {}
         self._lock = asyncio.Lock()
         self._buffered = 0
+        self._received_since_tick = 0
         #: seconds between progress log lines
         self.log_interval = 10.0
         self._logged_at = time.monotonic()
@@ -244,7 +251,10 @@ class Join:
     async def _consume(self, stream: Any) -> Any:
         async for event in stream.noack().events():
             await self._receive(event)
-            if self._buffered >= self.batch_max:
+            # a batch per batch_max records *received*: counting what the
+            # merger holds back would start a tiny batch for every record
+            # while it waits for the other input
+            if self._received_since_tick >= self.batch_max:
                 await self._tick()
 
     async def _ticker(self) -> None:
@@ -323,8 +333,9 @@ class Join:
             )
         task.next_seen[side] = offset + 1
         ts = int(message.timestamp * 1000) if message.timestamp is not None else 0
-        task.merger.add(side, ts, event)
+        task.merger.add(side, ts, event, now_ms=int(time.monotonic() * 1000))
         self._buffered += 1
+        self._received_since_tick += 1
 
     def _unread(self, task: _Task) -> dict[str, bool]:
         consumer = self.app.consumer
@@ -339,6 +350,7 @@ class Join:
     # -- a batch ------------------------------------------------------------------
 
     async def _tick(self) -> None:
+        self._received_since_tick = 0
         async with self._lock:
             try:
                 await self._run_batch()
