@@ -57,6 +57,12 @@ class EventTimeMerger(Generic[R]):
         if now_ms is not None and self._waiting_since is not None and not self._enforced:
             self._waiting_since = now_ms
 
+    def progress(self, now_ms: int) -> None:
+        """Records arrived for the runtime at ``now_ms`` (for any task): the
+        consumer is busy, so an ongoing wait for a starving input starts over."""
+        if self._waiting_since is not None and not self._enforced:
+            self._waiting_since = max(self._waiting_since, now_ms)
+
     def buffered(self) -> int:
         """Records held back so far."""
         return sum(len(b) for b in self._buffers.values())

@@ -121,3 +121,12 @@ def test_records_still_arriving_keep_the_wait_going_until_the_buffer_cap() -> No
         merger.add("a", 40 + n, 40 + n, now_ms=1_300 + n)
     assert [r for _, r in merger.poll(1_310, {"b": True})] == [20, 30, 40, 41, 42, 43]
     assert merger.idle_expirations == 1
+
+
+def test_progress_elsewhere_keeps_the_wait_going() -> None:
+    merger: EventTimeMerger[int] = EventTimeMerger(["a", "b"], max_idle_ms=500)
+    merger.add("a", 10, 10)
+    assert merger.poll(0, {"b": True}) == []
+    merger.progress(450)  # records for other tasks arrived at 450
+    assert merger.poll(900, {"b": True}) == []
+    assert [r for _, r in merger.poll(950, {"b": True})] == [10]

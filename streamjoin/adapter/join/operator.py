@@ -49,7 +49,7 @@ SIDES = (LEFT, RIGHT)
 
 #: records a task holds back waiting for its other input before it goes on
 #: without it (bounds memory when one input stalls while the other flows)
-MAX_BUFFERED_PER_TASK = 200_000
+MAX_BUFFERED_PER_TASK = 50_000
 
 #: header names on dead-letter records
 REASON_HEADER = "streamjoin-reason"
@@ -210,6 +210,7 @@ class Join:
         self._lock = asyncio.Lock()
         self._buffered = 0
         self._received_since_tick = 0
+        self._last_arrival_ms = 0
         #: seconds between progress log lines
         self.log_interval = 10.0
         self._logged_at = time.monotonic()
@@ -333,7 +334,8 @@ class Join:
             )
         task.next_seen[side] = offset + 1
         ts = int(message.timestamp * 1000) if message.timestamp is not None else 0
-        task.merger.add(side, ts, event, now_ms=int(time.monotonic() * 1000))
+        self._last_arrival_ms = int(time.monotonic() * 1000)
+        task.merger.add(side, ts, event, now_ms=self._last_arrival_ms)
         self._buffered += 1
         self._received_since_tick += 1
 
@@ -367,6 +369,9 @@ class Join:
         for partition in sorted(self._tasks):
             task = self._tasks[partition]
             before = task.merger.idle_expirations
+            # records arriving for any task mean the consumer is still
+            # delivering: a task's missing input may be queued behind them
+            task.merger.progress(self._last_arrival_ms)
             released = task.merger.poll(now, self._unread(task))
             self.stats.idle_expirations += task.merger.idle_expirations - before
             if not released:
