@@ -90,9 +90,9 @@ class App(faust.App):
                 default topics ``<name>-<output>`` and ``<name>-dead-letters``.
             outputs: output name -> topic (or topic name) to override the defaults.
             dead_letters: topic (or name) of undecodable and late records.
-            max_idle_ms: longest wait for a side that still has unread data
-                before the other side's records go ahead (Kafka Streams'
-                ``max.task.idle.ms``).
+            max_idle_ms: how long no record may reach the join while a task
+                waits for a side that still has unread data, before the other
+                side's records go ahead (like Kafka Streams' ``max.task.idle.ms``).
             batch_max, batch_interval: a batch is made durable when this many
                 records are buffered or every *batch_interval* seconds.
 
