@@ -77,6 +77,50 @@ async def produce(
     return count
 
 
+async def produce_events(bootstrap: str, events: list[Any]) -> list[tuple[Any, int, int]]:
+    """Send generator events (``topic``, ``key``, ``value``, ``timestamp_ms``) in
+    order; return ``(event, partition, offset)`` for each, once all are acknowledged."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, acks="all")
+    await producer.start()
+    try:
+        futures = [
+            await producer.send(e.topic, e.value, key=e.key, timestamp_ms=e.timestamp_ms)
+            for e in events
+        ]
+        metas = await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+    return [(e, m.partition, m.offset) for e, m in zip(events, metas, strict=True)]
+
+
+async def read_topics(bootstrap: str, topics: list[str]) -> list[tuple[str, Any]]:
+    """Every record of the existing ones among *topics*, read from the start to the end."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        existing = await consumer.topics()
+        tps = [
+            TopicPartition(t, p)
+            for t in topics
+            if t in existing
+            for p in sorted(consumer.partitions_for_topic(t) or ())
+        ]
+        if not tps:
+            return []
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        out: list[tuple[str, Any]] = []
+        idle = 0
+        while idle < 2:  # two empty fetches in a row: caught up
+            batch = await consumer.getmany(timeout_ms=500)
+            idle = 0 if batch else idle + 1
+            for tp, records in sorted(batch.items()):
+                out.extend((tp.topic, r) for r in records)
+        return out
+    finally:
+        await consumer.stop()
+
+
 async def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
     """``ListOffsets(latest)`` per partition (may lag on the embedded broker)."""
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)

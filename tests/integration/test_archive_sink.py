@@ -11,7 +11,6 @@ SIGKILL mid-stream and restarts it.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import re
@@ -25,8 +24,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from kafka_util import create_topic, run, wait_until
+from kafka_util import create_topic, produce_events, read_topics, run, wait_until
 
 from streamjoin.archive.layout import HourBucket, hour_bucket, parse_file_name
 from streamjoin.runtime.broker import EmbeddedBroker
@@ -130,7 +128,8 @@ class ArchiveRun:
         return worker
 
     def produce(self, events: Iterable[Event]) -> None:
-        self.sent.extend(run(_produce(self.broker.bootstrap, list(events)), timeout=60))
+        sent = run(produce_events(self.broker.bootstrap, list(events)), timeout=60)
+        self.sent.extend(Sent(e, p, o) for e, p, o in sent)
 
     def valid(self, dataset: str) -> set[Source]:
         topic = self.prefix + dataset
@@ -180,38 +179,12 @@ class ArchiveRun:
             worker.kill()
 
 
-async def _produce(bootstrap: str, events: list[Event]) -> list[Sent]:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, acks="all")
-    await producer.start()
-    try:
-        futures = [
-            await producer.send(e.topic, e.value, key=e.key, timestamp_ms=e.timestamp_ms)
-            for e in events
-        ]
-        metas = await asyncio.gather(*futures)
-    finally:
-        await producer.stop()
-    return [Sent(e, m.partition, m.offset) for e, m in zip(events, metas, strict=True)]
-
-
 async def _read(bootstrap: str, topics: list[str]) -> list[tuple[Source, bytes, bytes]]:
     """Every record of *topics*, read to the end."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    await consumer.start()
-    try:
-        tps = [TopicPartition(t, p) for t in topics for p in range(PARTITIONS)]
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        out = []
-        idle = 0
-        while idle < 2:
-            batch = await consumer.getmany(timeout_ms=500)
-            idle = 0 if batch else idle + 1
-            for tp, records in batch.items():
-                out.extend(((tp.topic, tp.partition, r.offset), r.key, r.value) for r in records)
-        return out
-    finally:
-        await consumer.stop()
+    return [
+        ((topic, r.partition, r.offset), r.key, r.value)
+        for topic, r in await read_topics(bootstrap, topics)
+    ]
 
 
 @pytest.fixture

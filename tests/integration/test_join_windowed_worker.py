@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer
 from conftest import APPS_DIR
-from kafka_util import create_topic, run, wait_until
-from test_join_workers import _read_all
+from kafka_util import create_topic, read_topics, run, wait_until
 
 from streamjoin.runtime.broker import EmbeddedBroker
 from streamjoin.runtime.process import WorkerProcess
@@ -64,7 +63,7 @@ def test_left_join_pairs_matches_and_emits_the_unmatched_only_after_the_window(
         paid = f"{APP_ID}-paid"
 
         def results() -> list[dict[str, object]] | None:
-            found = [json.loads(r.value) for _, r in run(_read_all(broker.bootstrap, [paid]))]
+            found = [json.loads(r.value) for _, r in run(read_topics(broker.bootstrap, [paid]))]
             return found if len(found) >= 2 else None
 
         found = wait_until(results, 60, "the join's results")

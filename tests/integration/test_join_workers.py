@@ -8,7 +8,6 @@ the reference computed from the generated events alone.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import re
@@ -19,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from kafka_util import create_topic, end_offsets, run, wait_until
+from kafka_util import create_topic, end_offsets, produce_events, read_topics, run, wait_until
 
 from examples.ad_monetization.generator import Event, GeneratorConfig, generate
 from streamjoin.join.attribution import Click, ClickOutcome, Impression, attribute
@@ -91,12 +89,13 @@ class AdRun:
         return worker
 
     def produce(self, events: Iterable[Event]) -> None:
-        self.produced.extend(run(_produce(self.broker.bootstrap, list(events)), timeout=120))
+        sent = run(produce_events(self.broker.bootstrap, list(events)), timeout=120)
+        self.produced.extend(Produced(e, p, o) for e, p, o in sent)
 
     def outcomes(self) -> dict[str, list[dict[str, Any]]]:
         topics = [self.prefix + t for t in OUTCOME_TOPICS]
         by_click: dict[str, list[dict[str, Any]]] = {}
-        for topic, record in run(_read_all(self.broker.bootstrap, topics)):
+        for topic, record in run(read_topics(self.broker.bootstrap, topics)):
             doc = json.loads(record.value)
             doc["_topic"] = topic[len(self.prefix) :]
             doc["_key"] = record.key.decode()
@@ -105,7 +104,7 @@ class AdRun:
 
     def dead_letters(self) -> list[Any]:
         topic = self.prefix + "ads-dead-letters"
-        return [r for _, r in run(_read_all(self.broker.bootstrap, [topic]))]
+        return [r for _, r in run(read_topics(self.broker.bootstrap, [topic]))]
 
     def reference(self) -> dict[str, ClickOutcome]:
         """Outcomes of every click whose outcome is final by the end of the input.
@@ -168,47 +167,6 @@ def _valid(events: Iterable[Event]) -> tuple[list[Impression], list[Click]]:
         else:
             clicks.append(Click(doc["auction_id"], doc["click_id"], doc["ts_ms"]))
     return impressions, clicks
-
-
-async def _produce(bootstrap: str, events: list[Event]) -> list[Produced]:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, acks="all")
-    await producer.start()
-    try:
-        futures = [
-            await producer.send(e.topic, e.value, key=e.key, timestamp_ms=e.timestamp_ms)
-            for e in events
-        ]
-        metas = await asyncio.gather(*futures)
-    finally:
-        await producer.stop()
-    return [Produced(e, m.partition, m.offset) for e, m in zip(events, metas, strict=True)]
-
-
-async def _read_all(bootstrap: str, topics: list[str]) -> list[tuple[str, Any]]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    await consumer.start()
-    try:
-        existing = await consumer.topics()
-        tps = [
-            TopicPartition(t, p)
-            for t in topics
-            if t in existing
-            for p in sorted(consumer.partitions_for_topic(t) or ())
-        ]
-        if not tps:
-            return []
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        out: list[tuple[str, Any]] = []
-        idle = 0
-        while idle < 2:  # two empty fetches in a row: caught up
-            batch = await consumer.getmany(timeout_ms=500)
-            idle = 0 if batch else idle + 1
-            for tp, records in sorted(batch.items()):
-                out.extend((tp.topic, r) for r in records)
-        return out
-    finally:
-        await consumer.stop()
 
 
 def _check_against_reference(
