@@ -477,16 +477,13 @@ class Join:
         self._revoking = False
         async with self._lock:
             keep = {tp.partition for tp in assigned if tp.topic == self.left_topic}
-            for partition in sorted(self._tasks):
-                task = self._tasks[partition]
-                if partition in keep:
-                    continue
-                for _, event in task.merger.poll(2**62, dict.fromkeys(SIDES, False)):
-                    event.ack()
-                    self._buffered -= 1
+            # on_revoke closed every task already; anything opened since and no
+            # longer ours is dropped the same way: unacked, read again elsewhere
+            for partition in sorted(set(self._tasks) - keep):
+                task = self._tasks.pop(partition)
+                self._buffered -= task.merger.buffered()
                 task.state.discard()
                 task.state.db = None
-                del self._tasks[partition]
 
 
 def _hook_rebalance(join: Join) -> None:
