@@ -286,9 +286,8 @@ class _Demo:
                 f"processed {stats.get('processed', 0):>8,} buffered {info.get('buffered', 0):>5,}"
                 f"{'  ' + restore if restore else ''}"
             )
-        produced = _count_lines(self.out / "events.jsonl")
         gen = "running" if self.generator is not None and self.generator.poll() is None else "done"
-        _say(f"[{self.state.now():6.1f}s] generator {gen}{produced}")
+        _say(f"[{self.state.now():6.1f}s] generator {gen}")
         for row in rows:
             _say(row)
 
@@ -456,10 +455,6 @@ def _restore_progress(log: str) -> str:
         return ""
     filled = int(20 * done / total)
     return f"restoring [{'#' * filled}{'.' * (20 - filled)}] {done:,}/{total:,}"
-
-
-def _count_lines(path: Path) -> str:
-    return ""  # the record file is written at the end; progress comes from the workers
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:

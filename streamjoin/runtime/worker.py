@@ -259,9 +259,10 @@ async def _partition_counts(conf: Any, topics: list[str], timeout: float) -> dic
 def check_joins(app: Any, timeout: float) -> None:
     """The start-up partition-count check, over the app's own connection settings.
 
-    The same check as :func:`streamjoin.adapter.join.preflight.check_join_partitions`
-    (every join and every declared co-partition group), but the broker's counts
-    are read with the app's ``broker_credentials``, so it works on SASL/TLS clusters.
+    Every join and every declared co-partition group
+    (:func:`streamjoin.adapter.join.preflight.partition_problems`); the broker's
+    counts are read with the app's ``broker_credentials``, so it works on SASL/TLS
+    clusters.
 
     Raises:
         BrokerUnreachable: the topic metadata cannot be read (wrong security

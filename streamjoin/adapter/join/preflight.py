@@ -1,17 +1,14 @@
 """Start-up check: topics read together have the same partition count on the broker.
 
-Covers every join (``app.joins``) and every group in ``app.copartitioned_topics``.
+Covers every join (``app.joins``) and every group in ``app.copartitioned_topics``;
+``streamjoin.runtime.worker.check_joins`` reads the counts and raises.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from streamjoin.adapter.topics import broker_partition_counts
-from streamjoin.join.errors import JoinCopartitionError
-
 __all__ = [
-    "check_join_partitions",
     "group_partition_problems",
     "join_partition_problems",
     "partition_problems",
@@ -77,13 +74,3 @@ def partition_problems(app: Any, counts: dict[str, int]) -> list[str]:
     problems = join_partition_problems(joins, counts)
     reported = {frozenset((j.left_topic, j.right_topic)) for j in joins.values()}
     return problems + group_partition_problems(groups, counts, reported)
-
-
-def check_join_partitions(app: Any, bootstrap: str, timeout: float) -> None:
-    """Raise :class:`JoinCopartitionError` naming every mismatch (joins and declared groups)."""
-    topics = topics_to_check(app)
-    if not topics:
-        return
-    problems = partition_problems(app, broker_partition_counts(bootstrap, topics, timeout))
-    if problems:
-        raise JoinCopartitionError("; ".join(problems))
