@@ -10,7 +10,7 @@ One run, one embedded broker, three parts (each can be skipped or sized down):
    * *peer*: a plain ``faust.App`` (faust-streaming's defaults) whose one agent
      over both topics only counts records (``join_peer_app.py``): the ceiling
      of reading the input through faust;
-   * *streamjoin*: one worker of ``examples.ad_monetization.app``.
+   * *streamjoin*: one worker of ``streamjoin.ads.app``.
 
    Both are watched the same way: their count (``GET /bench/count/`` and the
    join's ``stats.processed`` on ``GET /streamjoin/joins/``) is polled every
@@ -58,8 +58,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from streamjoin.runtime.broker import LOOPBACK, BrokerOptions, EmbeddedBroker, free_port
-from streamjoin.runtime.process import WorkerProcess
+from streamjoin.dev.broker import LOOPBACK, BrokerOptions, EmbeddedBroker, free_port
+from streamjoin.dev.process import WorkerProcess
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -387,7 +387,7 @@ def _generator() -> Any:
     """The example's generator module (the repository root is not installed)."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    from examples.ad_monetization import generator
+    from streamjoin.ads import generator
 
     return generator
 
@@ -501,7 +501,7 @@ def streamjoin_worker(
 ) -> WorkerProcess:
     """One worker of the ad-monetization app (not started)."""
     return WorkerProcess(
-        "examples.ad_monetization.app:app",
+        "streamjoin.ads.app:app",
         broker.url,
         workdir / f"data-{name}",
         workdir / f"{name}.log",
@@ -651,7 +651,7 @@ def run_throughput(
         say(f"  peer: {fmt_rate(peer.rate)} records/s")
 
     say(
-        f"(b) streamjoin: one worker of examples.ad_monetization.app (grace {args.grace_ms} ms) ..."
+        f"(b) streamjoin: one worker of streamjoin.ads.app (grace {args.grace_ms} ms) ..."
     )
     port = free_port()
     worker = streamjoin_worker(
@@ -1043,9 +1043,9 @@ def _events(seed: int, count: int) -> Iterator[Any]:
 def run_state(args: argparse.Namespace, workdir: Path) -> StateReport:
     import rocksdict
 
-    from streamjoin.adapter.join.batch_state import BatchState
+    from streamjoin.ads.policy import AdAttribution
+    from streamjoin.faust.batch_state import BatchState
     from streamjoin.join import keys
-    from streamjoin.join.ads import AdAttribution
     from streamjoin.join.window import JoinWindow
 
     gen = _generator()

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from streamjoin.runtime.broker import BrokerOptions, EmbeddedBroker
-from streamjoin.runtime.process import WorkerProcess
+from streamjoin.dev.broker import BrokerOptions, EmbeddedBroker
+from streamjoin.dev.process import WorkerProcess
 
 HERE = Path(__file__).resolve().parent
 APP_ID = "bench-restore"

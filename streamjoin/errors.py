@@ -7,7 +7,7 @@ streamjoin-specific with one ``except`` clause.
 
 from __future__ import annotations
 
-__all__ = ["ConfigurationError", "StreamjoinError"]
+__all__ = ["BrokerUnreachable", "ConfigurationError", "StreamjoinError"]
 
 
 class StreamjoinError(Exception):
@@ -19,3 +19,7 @@ class StreamjoinError(Exception):
 
 class ConfigurationError(StreamjoinError):
     """A setting, flag or input document is invalid."""
+
+
+class BrokerUnreachable(StreamjoinError):
+    """No Kafka broker answers at the configured address, or it refuses our credentials."""

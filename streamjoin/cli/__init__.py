@@ -12,9 +12,9 @@ from streamjoin import __version__
 from streamjoin.cli.assign import assign_command
 from streamjoin.cli.broker import broker_command
 from streamjoin.cli.demo import demo_command
+from streamjoin.cli.spark import spark_command
 from streamjoin.cli.topics import topics_command
 from streamjoin.cli.worker import worker_command
-from streamjoin.spark.cli import spark_command
 
 __all__ = ["main"]
 

@@ -26,8 +26,8 @@ def broker_command(port: int, verbose: bool) -> None:
     Prints the bootstrap address on the first line of standard output.
     All topics and offsets are lost when it stops.
     """
-    from streamjoin.runtime.broker import BrokerOptions, EmbeddedBroker
-    from streamjoin.runtime.errors import RuntimeComponentError
+    from streamjoin.dev.broker import BrokerOptions, EmbeddedBroker
+    from streamjoin.dev.errors import DevError
 
     broker = EmbeddedBroker(BrokerOptions(port=port, quiet=not verbose))
     stop = threading.Event()
@@ -39,7 +39,7 @@ def broker_command(port: int, verbose: bool) -> None:
     try:
         try:
             broker.start()
-        except RuntimeComponentError as exc:
+        except DevError as exc:
             raise click.ClickException(str(exc)) from exc
         click.echo(broker.bootstrap)
         click.echo(

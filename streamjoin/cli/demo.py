@@ -55,7 +55,7 @@ def demo_command(
     """Run the ad-monetization pipeline: broker, generator, 3+1 workers (one
     killed midway), Spark report and reconciliation; exit 0 only when the
     stream and the batch join agree on every click."""
-    from streamjoin.demo.run import DemoOptions, run_demo
+    from streamjoin.ads.demo.run import DemoOptions, run_demo
     from streamjoin.errors import StreamjoinError
 
     try:

@@ -36,16 +36,16 @@ def check_command(app_spec: str, broker: str | None, timeout: float) -> None:
 
     Exit status 0 when everything fits, 1 with one line per problem otherwise.
     """
-    from streamjoin.adapter.topics import broker_partition_counts, declared_topics
     from streamjoin.assignment.grouping import copartition_problems
-    from streamjoin.runtime.errors import RuntimeComponentError
-    from streamjoin.runtime.worker import check_broker, load_app
+    from streamjoin.errors import StreamjoinError
+    from streamjoin.faust.metadata import broker_partition_counts, declared_topics
+    from streamjoin.worker.run import check_broker, load_app
 
     try:
         app = load_app(app_spec)
         urls = [*app.conf.broker] if broker is None else _urls(broker)
         check_broker(urls, timeout)
-    except RuntimeComponentError as exc:
+    except StreamjoinError as exc:
         raise click.ClickException(str(exc)) from None
     declared = declared_topics(app)
     bootstrap = ",".join(f"{u.host}:{u.port or 9092}" for u in urls)

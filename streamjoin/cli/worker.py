@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from streamjoin.runtime.settings import (
+from streamjoin.worker.options import (
     DEFAULT_WEB_BIND,
     SASL_MECHANISMS,
     SASL_PASSWORD_ENV,
@@ -264,10 +264,9 @@ def worker_command(
     other, the app cannot be imported, no broker answers, or the topics of a
     join have different partition counts.
     """
-    from streamjoin.join.errors import JoinError
-    from streamjoin.runtime.errors import RuntimeComponentError
-    from streamjoin.runtime.settings import KafkaSecurity
-    from streamjoin.runtime.worker import WorkerOptions, run_worker
+    from streamjoin.errors import StreamjoinError
+    from streamjoin.worker.options import KafkaSecurity
+    from streamjoin.worker.run import WorkerOptions, run_worker
 
     security = KafkaSecurity(
         protocol=security_protocol.upper() if security_protocol else None,
@@ -305,6 +304,6 @@ def worker_command(
     )
     try:
         code = run_worker(options)
-    except (RuntimeComponentError, JoinError) as exc:
+    except StreamjoinError as exc:
         raise click.ClickException(str(exc)) from None
     raise SystemExit(code)

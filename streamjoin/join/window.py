@@ -45,13 +45,24 @@ class JoinWindow:
         """How long a record must be kept after its event time (window + grace)."""
         return self.before + self.after + self.grace
 
-    def decided_after(self, right_ts: int) -> int:
-        """Stream time after which a right record's outcome can no longer change.
+    @property
+    def decision_delay(self) -> int:
+        """How far stream time must pass a right record's time before its outcome is final.
 
         Every left record it can match has ``ts <= right_ts + before``; those
         arrive, at the latest, before stream time passes that plus ``grace``.
         """
-        return right_ts + self.before + self.grace
+        return self.before + self.grace
+
+    def decided_after(self, right_ts: int) -> int:
+        """Stream time after which a right record's outcome can no longer change."""
+        return right_ts + self.decision_delay
+
+    def is_decided(self, right_ts: int, stream_time: int | None) -> bool:
+        """The "decided" rule, the one copy of it: stream time is strictly past
+        :meth:`decided_after`. The stream emits an outcome exactly then; the
+        archive settling, the Spark side and reconciliation select by it."""
+        return stream_time is not None and stream_time > self.decided_after(right_ts)
 
     def is_late(self, ts: int, stream_time: int | None) -> bool:
         """Whether a record at ``ts`` arrives beyond grace."""

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from streamjoin.runtime.broker import BrokerOptions, EmbeddedBroker
-from streamjoin.runtime.process import WorkerProcess
+from streamjoin.dev.broker import BrokerOptions, EmbeddedBroker
+from streamjoin.dev.process import WorkerProcess
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,7 @@
 """The Parquet archive in a real worker of the ad-monetization app, on the real broker.
 
 A seeded generator run (with malformed records) is produced to the embedded
-broker; ``examples.ad_monetization.app`` runs in a real worker with
+broker; ``streamjoin.ads.app`` runs in a real worker with
 ``ADS_ARCHIVE_DIR`` set; the archive is read back with pyarrow and compared
 with what was produced: every valid impression and click exactly once (by
 topic, partition and offset), no malformed record, and one outcome row per
@@ -26,15 +26,15 @@ import pyarrow.parquet as pq
 import pytest
 from kafka_util import create_topic, produce_events, read_topics, run, wait_until
 
-from streamjoin.archive.layout import HourBucket, hour_bucket, parse_file_name
-from streamjoin.runtime.broker import EmbeddedBroker
-from streamjoin.runtime.process import WorkerProcess
+from streamjoin.ads.archive.layout import HourBucket, hour_bucket, parse_file_name
+from streamjoin.dev.broker import EmbeddedBroker
+from streamjoin.dev.process import WorkerProcess
 
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from examples.ad_monetization.generator import Event, GeneratorConfig, generate  # noqa: E402
+from streamjoin.ads.generator import Event, GeneratorConfig, generate  # noqa: E402
 
 pytestmark = pytest.mark.broker
 
@@ -90,7 +90,7 @@ class ArchiveRun:
     def worker(self, name: str) -> WorkerProcess:
         """A worker of the join app with the archive on."""
         return self._worker(
-            "examples.ad_monetization.app:app",
+            "streamjoin.ads.app:app",
             name,
             {
                 "ADS_APP_ID": self.app_id,
@@ -105,7 +105,7 @@ class ArchiveRun:
     def archiver(self, name: str) -> WorkerProcess:
         """A worker of the archive-only app, in a consumer group of its own."""
         return self._worker(
-            "streamjoin.archive.app:app",
+            "streamjoin.ads.archive.app:app",
             name,
             {
                 "ARCHIVE_DIR": str(self.root),

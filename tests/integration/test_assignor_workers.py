@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from kafka_util import create_topic, encode, produce, read_status, run, wait_until
 
-from streamjoin.runtime.broker import EmbeddedBroker
-from streamjoin.runtime.process import WorkerProcess
+from streamjoin.dev.broker import EmbeddedBroker
+from streamjoin.dev.process import WorkerProcess
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
@@ -323,7 +323,7 @@ def test_assignment_served_on_the_web_port_and_rebalance_logged(group: Group) ->
     import json
     import urllib.request
 
-    from streamjoin.runtime.broker import free_port
+    from streamjoin.dev.broker import free_port
 
     port = free_port()
     group.start("a", extra_args=("--with-web", "--web-port", str(port), "--web-bind", "127.0.0.1"))

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from streamjoin.runtime.broker import EmbeddedBroker, wait_for_port
+from streamjoin.dev.broker import EmbeddedBroker, wait_for_port
 
 pytestmark = pytest.mark.broker
 

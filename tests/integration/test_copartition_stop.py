@@ -11,8 +11,8 @@ import pytest
 from conftest import APPS_DIR
 from kafka_util import create_topic, run, wait_until
 
-from streamjoin.runtime.broker import EmbeddedBroker, free_port
-from streamjoin.runtime.process import WorkerProcess
+from streamjoin.dev.broker import EmbeddedBroker, free_port
+from streamjoin.dev.process import WorkerProcess
 
 pytestmark = pytest.mark.broker
 

@@ -12,13 +12,13 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from kafka_util import create_topic, run
 
-from streamjoin.runtime.broker import EmbeddedBroker, free_port
+from streamjoin.dev.broker import EmbeddedBroker, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from examples.ad_monetization.generator import (  # noqa: E402
+from streamjoin.ads.generator import (  # noqa: E402
     GeneratorConfig,
     generate,
     partition_for_key,
@@ -35,7 +35,7 @@ Stored = tuple[bytes | None, bytes | None, int]
 def generator(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Run the generator's CLI from the repository root."""
     return subprocess.run(
-        [sys.executable, "-m", "examples.ad_monetization.generator", *args],
+        [sys.executable, "-m", "streamjoin.ads.generator", *args],
         capture_output=True,
         text=True,
         cwd=ROOT,

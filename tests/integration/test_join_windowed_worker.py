@@ -11,8 +11,8 @@ from aiokafka import AIOKafkaProducer
 from conftest import APPS_DIR
 from kafka_util import create_topic, read_topics, run, wait_until
 
-from streamjoin.runtime.broker import EmbeddedBroker
-from streamjoin.runtime.process import WorkerProcess
+from streamjoin.dev.broker import EmbeddedBroker
+from streamjoin.dev.process import WorkerProcess
 
 pytestmark = pytest.mark.broker
 

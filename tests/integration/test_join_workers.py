@@ -1,7 +1,7 @@
 """The ad-monetization join in real workers on the real broker, against the reference.
 
 Every test generates events with the example's seeded generator, produces them
-to the embedded broker, runs ``examples.ad_monetization.app`` in real worker
+to the embedded broker, runs ``streamjoin.ads.app`` in real worker
 processes, reads every outcome back, and compares each click's outcome with
 the reference computed from the generated events alone.
 """
@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 from kafka_util import create_topic, end_offsets, produce_events, read_topics, run, wait_until
 
-from examples.ad_monetization.generator import Event, GeneratorConfig, generate
-from streamjoin.join.attribution import Click, ClickOutcome, Impression, attribute
+from streamjoin.ads.attribution import Click, ClickOutcome, Impression, attribute
+from streamjoin.ads.generator import Event, GeneratorConfig, generate
+from streamjoin.dev.broker import EmbeddedBroker
+from streamjoin.dev.process import WorkerProcess
 from streamjoin.join.window import JoinWindow
-from streamjoin.runtime.broker import EmbeddedBroker
-from streamjoin.runtime.process import WorkerProcess
 
 pytestmark = pytest.mark.broker
 
@@ -71,7 +71,7 @@ class AdRun:
 
     def worker(self, name: str, *extra: str) -> WorkerProcess:
         worker = WorkerProcess(
-            "examples.ad_monetization.app:app",
+            "streamjoin.ads.app:app",
             self.broker.url,
             self.tmp_path / name,
             self.tmp_path / f"{name}.log",
@@ -314,7 +314,7 @@ def test_joined_topics_with_different_partition_counts_stop_the_worker(
     run(create_topic(broker.bootstrap, prefix + "impressions", 4))
     run(create_topic(broker.bootstrap, prefix + "clicks", 3))
     worker = WorkerProcess(
-        "examples.ad_monetization.app:app",
+        "streamjoin.ads.app:app",
         broker.url,
         tmp_path / "w",
         tmp_path / "w.log",

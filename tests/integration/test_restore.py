@@ -27,8 +27,8 @@ from kafka_util import (
     wait_until,
 )
 
-from streamjoin.runtime.broker import EmbeddedBroker
-from streamjoin.runtime.process import WorkerProcess
+from streamjoin.dev.broker import EmbeddedBroker
+from streamjoin.dev.process import WorkerProcess
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 

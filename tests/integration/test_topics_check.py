@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from kafka_util import create_topic, run
 
-from streamjoin.runtime.broker import EmbeddedBroker
+from streamjoin.dev.broker import EmbeddedBroker
 
 pytestmark = [pytest.mark.broker]
 

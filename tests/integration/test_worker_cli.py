@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from streamjoin.runtime.broker import EmbeddedBroker, free_port
+from streamjoin.dev.broker import EmbeddedBroker, free_port
 
 pytestmark = pytest.mark.broker
 

@@ -1,7 +1,7 @@
 """Spark tests: one local[2] SparkSession, and archives written with pyarrow.
 
 The archive writer here follows the archive contract on its own (schemas,
-hive directories, file names), independently of ``streamjoin.spark.archive``,
+hive directories, file names), independently of ``streamjoin.ads.spark.archive``,
 so the reader is tested against the contract rather than against itself.
 """
 
@@ -26,14 +26,14 @@ pytest.importorskip("pyspark")
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
-from streamjoin.join.ads import encode_outcome  # noqa: E402
-from streamjoin.join.attribution import (  # noqa: E402
+from streamjoin.ads.attribution import (  # noqa: E402
     Click,
     ClickOutcome,
     Impression,
     Late,
     TaskAttribution,
 )
+from streamjoin.ads.policy import encode_outcome  # noqa: E402
 from streamjoin.join.window import JoinWindow  # noqa: E402
 
 #: 2026-01-01T00:00:00Z
@@ -86,7 +86,7 @@ def spark() -> Iterator[Any]:
     """The tests' SparkSession: local[2], 4 shuffle partitions, no UI; stopped at the end."""
     if not _java_available():
         pytest.skip("no Java runtime (PySpark needs Java 17)")
-    from streamjoin.spark.session import spark_session
+    from streamjoin.ads.spark.session import spark_session
 
     conf = {
         "spark.sql.shuffle.partitions": "4",

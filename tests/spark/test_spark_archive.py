@@ -26,7 +26,7 @@ def _small_events(kit: Any) -> Any:
 def test_reads_the_contract_and_drops_partition_columns(
     spark: Any, kit: Any, tmp_path: Path
 ) -> None:
-    from streamjoin.spark.archive import SCHEMAS, read_archive
+    from streamjoin.ads.spark.archive import SCHEMAS, read_archive
 
     ev = _small_events(kit)
     outcome = {
@@ -65,7 +65,7 @@ def test_reads_the_contract_and_drops_partition_columns(
 
 
 def test_missing_datasets_read_as_empty(spark: Any, kit: Any, tmp_path: Path) -> None:
-    from streamjoin.spark.archive import SCHEMAS, read_archive
+    from streamjoin.ads.spark.archive import SCHEMAS, read_archive
 
     root = kit.write_archive(tmp_path / "archive", _small_events(kit), None)
     (root / "empty").mkdir()
@@ -83,7 +83,7 @@ def test_missing_datasets_read_as_empty(spark: Any, kit: Any, tmp_path: Path) ->
 
 def test_wider_integer_types_are_accepted(spark: Any, kit: Any, tmp_path: Path) -> None:
     """A writer that stores partition as int64 (or cost as an integer) is still readable."""
-    from streamjoin.spark.archive import read_dataset
+    from streamjoin.ads.spark.archive import read_dataset
 
     schema = kit.pa.schema(
         [
@@ -113,8 +113,8 @@ def test_wider_integer_types_are_accepted(spark: Any, kit: Any, tmp_path: Path) 
 def test_bad_archives_raise_archive_error(
     spark: Any, kit: Any, tmp_path: Path, problem: str
 ) -> None:
-    from streamjoin.spark.archive import read_archive
-    from streamjoin.spark.errors import ArchiveError
+    from streamjoin.ads.errors import ArchiveError
+    from streamjoin.ads.spark.archive import read_archive
 
     root = tmp_path / "archive"
     if problem == "no-root":

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from streamjoin.join.ads import AdAttribution
-from streamjoin.join.attribution import Outcome, attribute
+from streamjoin.ads.attribution import Outcome, attribute
+from streamjoin.ads.policy import AdAttribution
 from streamjoin.join.window import JoinWindow
 
 pytestmark = [
@@ -34,7 +34,7 @@ def _events(kit: Any, window: JoinWindow, seeds: range) -> Any:
 
 
 def _frames(spark: Any, kit: Any, events: Any) -> tuple[Any, Any]:
-    from streamjoin.spark.archive import SCHEMAS
+    from streamjoin.ads.spark.archive import SCHEMAS
 
     imps = [{**r, "offset": 0} for r in events.impressions]
     clicks = [{**r, "offset": 0} for r in events.clicks]
@@ -61,7 +61,7 @@ def _expected(events: Any, window: JoinWindow) -> dict[str, tuple[Any, ...]]:
 
 @pytest.mark.parametrize("window", WINDOWS, ids=lambda w: f"b{w.before}-a{w.after}-g{w.grace}")
 def test_batch_join_equals_the_reference(spark: Any, kit: Any, window: JoinWindow) -> None:
-    from streamjoin.spark.attribution import OUTCOME_COLUMNS, attribute_batch
+    from streamjoin.ads.spark.attribution import OUTCOME_COLUMNS, attribute_batch
 
     events = _events(kit, window, range(6))
     imps, clicks = _frames(spark, kit, events)
@@ -89,7 +89,7 @@ def test_batch_join_equals_the_reference(spark: Any, kit: Any, window: JoinWindo
 
 def test_ties_and_window_edges(spark: Any, kit: Any) -> None:
     """Hand-made: equal timestamps break ties by id; both window edges are inclusive."""
-    from streamjoin.spark.attribution import attribute_batch
+    from streamjoin.ads.spark.attribution import attribute_batch
 
     window = JoinWindow(before=100, after=1_000, grace=0)
     t = kit.BASE_TS
@@ -127,7 +127,7 @@ def test_decided_clicks_are_what_the_stream_emitted(
 ) -> None:
     """The stream's own state machine, fed per partition, emits exactly the decided clicks,
     with exactly the batch's outcomes."""
-    from streamjoin.spark.attribution import attribute_batch, decided_clicks, stream_times
+    from streamjoin.ads.spark.attribution import attribute_batch, decided_clicks, stream_times
 
     events = _events(kit, window, range(10, 14))
     imps, clicks = _frames(spark, kit, events)
@@ -148,8 +148,8 @@ def test_decided_clicks_are_what_the_stream_emitted(
 
 
 def test_empty_inputs(spark: Any) -> None:
-    from streamjoin.spark.archive import SCHEMAS
-    from streamjoin.spark.attribution import attribute_batch, decided_clicks
+    from streamjoin.ads.spark.archive import SCHEMAS
+    from streamjoin.ads.spark.attribution import attribute_batch, decided_clicks
 
     imps = spark.createDataFrame([], SCHEMAS["impressions"])
     clicks = spark.createDataFrame([], SCHEMAS["clicks"])

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from streamjoin.ads.policy import AdAttribution
 from streamjoin.cli import main
-from streamjoin.join.ads import AdAttribution
 from streamjoin.join.window import JoinWindow
 
 pytestmark = [
@@ -137,8 +137,11 @@ def test_unreadable_archive_exits_2(spark: Any, kit: Any, stream: Any, tmp_path:
     ("args", "message"),
     [
         (["--archive", "{tmp}/nope"], "archive directory {tmp}/nope does not exist"),
-        (["--policy", "examples.ad_monetization.app:app"], "is a App, not an AdAttribution"),
-        (["--policy", "no_such_module_xyz:POLICY"], "cannot import 'no_such_module_xyz'"),
+        (
+            ["--policy", "streamjoin.ads.app:AdsSettings"],
+            "is a AdsSettings, not a streamjoin.AdAttribution",
+        ),
+        (["--policy", "no_such_module_xyz:POLICY"], "cannot import policy module 'no_such_"),
         (["--policy", "test_spark_cli"], "give the policy as module:attribute"),
         (["--policy", "test_spark_cli:NOPE"], "has no attribute 'NOPE'"),
         (["--conf", "spark.x"], "expected KEY=VALUE"),
@@ -178,12 +181,12 @@ def test_script_help() -> None:
 
 
 def test_default_policy_is_the_apps(tmp_path: Path) -> None:
-    from examples.ad_monetization.app import POLICY as APP_POLICY
-    from streamjoin.spark.cli import _DEFAULT_POLICY
-    from streamjoin.spark.policy import DEFAULT_POLICY, load_policy
+    from streamjoin.ads.app import AdsSettings
+    from streamjoin.ads.spark.policy import DEFAULT_POLICY, load_policy
+    from streamjoin.cli.spark import _DEFAULT_POLICY
 
     assert _DEFAULT_POLICY == DEFAULT_POLICY
-    assert load_policy() is APP_POLICY
+    assert load_policy() == AdsSettings.from_env().policy
 
 
 def _jvms_with(marker: str) -> list[int]:
@@ -202,9 +205,9 @@ def _jvms_with(marker: str) -> list[int]:
 @pytest.mark.slow
 def test_end_to_end_subprocess(kit: Any, tmp_path: Path) -> None:
     """``python -m streamjoin spark run`` with the app's default policy, in its own JVM."""
-    from examples.ad_monetization.app import POLICY as APP_POLICY
+    from streamjoin.ads.app import AdsSettings
 
-    window = APP_POLICY.window
+    window = AdsSettings.from_env().policy.window
     events = _events(kit, window, range(70, 73))
     rows = kit.outcome_rows(kit.simulate_stream(events, window))
     archive = kit.write_archive(tmp_path / "archive", events, rows)

@@ -34,9 +34,9 @@ def scenario(kit: Any) -> tuple[Any, list[dict[str, Any]]]:
 
 
 def _reconcile(spark: Any, kit: Any, root: Path, events: Any, outcomes: Any) -> Any:
-    from streamjoin.spark.archive import read_archive
-    from streamjoin.spark.attribution import attribute_batch, decided_clicks
-    from streamjoin.spark.reconciliation import reconcile
+    from streamjoin.ads.spark.archive import read_archive
+    from streamjoin.ads.spark.attribution import attribute_batch, decided_clicks
+    from streamjoin.ads.spark.reconciliation import reconcile
 
     archive = read_archive(spark, str(kit.write_archive(root, events, outcomes)))
     batch = attribute_batch(spark, archive.impressions, archive.clicks, WINDOW)
@@ -66,7 +66,7 @@ def test_agreeing_stream_reconciles(spark: Any, kit: Any, scenario: Any, tmp_pat
 def test_altered_outcome_is_a_field_mismatch(
     spark: Any, kit: Any, scenario: Any, tmp_path: Path
 ) -> None:
-    from streamjoin.spark.reconciliation import write_differences
+    from streamjoin.ads.spark.reconciliation import write_differences
 
     events, rows = scenario
     rows = [dict(r) for r in rows]

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from streamjoin.join.attribution import Outcome, attribute
+from streamjoin.ads.attribution import Outcome, attribute
 from streamjoin.join.window import JoinWindow
 
 pytestmark = [
@@ -58,9 +58,9 @@ def _approx(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_report_figures_equal_python(spark: Any, kit: Any, tmp_path: Path) -> None:
-    from streamjoin.spark.archive import read_archive
-    from streamjoin.spark.attribution import attribute_batch, decided_clicks
-    from streamjoin.spark.report import campaign_report, collect_rows, hour_label, write_report
+    from streamjoin.ads.spark.archive import read_archive
+    from streamjoin.ads.spark.attribution import attribute_batch, decided_clicks
+    from streamjoin.ads.spark.report import campaign_report, collect_rows, hour_label, write_report
 
     events = kit.Events()
     for seed in range(20, 26):
@@ -113,8 +113,8 @@ def test_report_figures_equal_python(spark: Any, kit: Any, tmp_path: Path) -> No
 
 def test_hours_and_empty_figures(spark: Any, kit: Any) -> None:
     """Impressions in one hour, the billed click in the next; CPC null without clicks."""
-    from streamjoin.spark.archive import SCHEMAS
-    from streamjoin.spark.report import campaign_report, collect_rows, format_table
+    from streamjoin.ads.spark.archive import SCHEMAS
+    from streamjoin.ads.spark.report import campaign_report, collect_rows, format_table
 
     t = kit.BASE_TS + kit.HOUR - 1_000  # 00:59:59
     imps = spark.createDataFrame(

@@ -11,10 +11,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from streamjoin.archive import files
-from streamjoin.archive.layout import ArchivedFile, HourBucket, hour_bucket
-from streamjoin.archive.ledger import FilePlan, Offer, PartitionLedger
-from streamjoin.archive.rows import CLICKS, IMPRESSIONS, OUTCOMES, SourceRecord
+from streamjoin.ads.archive import files
+from streamjoin.ads.archive.layout import ArchivedFile, HourBucket, hour_bucket
+from streamjoin.ads.archive.ledger import FilePlan, Offer, PartitionLedger
+from streamjoin.ads.archive.rows import CLICKS, IMPRESSIONS, OUTCOMES, SourceRecord
 
 T0 = 1_767_225_600_000 + 59 * 60_000  # 2026-01-01T00:59:00Z: one minute before an hour ends
 

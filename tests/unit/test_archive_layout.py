@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streamjoin.archive.layout import (
+from streamjoin.ads.archive.layout import (
     HOUR_MS,
     ArchivedFile,
     HourBucket,

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamjoin.archive.layout import ArchivedFile, HourBucket, parse_file_name
-from streamjoin.archive.ledger import FlushPlan, Offer, PartitionLedger
+from streamjoin.ads.archive.layout import ArchivedFile, HourBucket, parse_file_name
+from streamjoin.ads.archive.ledger import FlushPlan, Offer, PartitionLedger
 
 H0, H1, H2 = HourBucket("2026-01-01", 0), HourBucket("2026-01-01", 1), HourBucket("2026-01-01", 2)
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from streamjoin.archive.layout import hour_bucket
-from streamjoin.archive.rows import (
+from streamjoin.ads.archive.layout import hour_bucket
+from streamjoin.ads.archive.rows import (
     CLICKS,
     DATASETS,
     IMPRESSIONS,
@@ -20,18 +20,18 @@ from streamjoin.archive.rows import (
     impression_row,
     outcome_row,
 )
-from streamjoin.join.ads import decode_click, decode_impression, encode_outcome
-from streamjoin.join.attribution import attribute
+from streamjoin.ads.attribution import attribute
+from streamjoin.ads.policy import decode_click, decode_impression, encode_outcome
 from streamjoin.join.window import JoinWindow
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from examples.ad_monetization.generator import (  # noqa: E402
+from streamjoin.ads.generator import (  # noqa: E402
     CLICKS as CLICKS_TOPIC,
 )
-from examples.ad_monetization.generator import (  # noqa: E402
+from streamjoin.ads.generator import (  # noqa: E402
     GeneratorConfig,
     generate,
 )

@@ -11,12 +11,12 @@ import pytest
 from faust.types import TP
 
 import streamjoin
-from streamjoin.archive import files
-from streamjoin.archive.app import create_app
-from streamjoin.archive.errors import ArchiveConfigError
-from streamjoin.archive.ledger import FilePlan
-from streamjoin.archive.rows import Dataset
-from streamjoin.archive.sink import ArchiveSink, archive_topics
+from streamjoin.ads.archive import files
+from streamjoin.ads.archive.app import create_app
+from streamjoin.ads.archive.ledger import FilePlan
+from streamjoin.ads.archive.rows import Dataset
+from streamjoin.ads.archive.sink import ArchiveSink, archive_topics
+from streamjoin.ads.errors import ArchiveConfigError
 
 T0 = 1_767_225_600_000
 

@@ -29,9 +29,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from streamjoin.adapter.web import ASSIGNMENT_PATH
 from streamjoin.cli import main
-from streamjoin.runtime.broker import free_port
+from streamjoin.dev.broker import free_port
+from streamjoin.faust.web import ASSIGNMENT_PATH
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"
@@ -95,7 +95,7 @@ def variables_read_by_code() -> set[str]:
 
 
 #: variables set by compose that belong to work in progress: name -> module reading it
-PENDING = {"ADS_ARCHIVE_DIR": "streamjoin.archive"}
+PENDING = {"ADS_ARCHIVE_DIR": "streamjoin.ads.archive"}
 
 
 @cache
@@ -103,8 +103,9 @@ def app_topics(env_items: tuple[tuple[str, str], ...], archive_dir: str) -> dict
     """Import the ad app with compose's ADS_* settings (in a subprocess) and list its topics."""
     code = """
 import json, faust
-from examples.ad_monetization.app import app
-from streamjoin.adapter.topics import declared_topics
+from streamjoin.ads.app import create_app
+app = create_app().app
+from streamjoin.faust.metadata import declared_topics
 external = set()
 for agent in app.agents.values():
     ch = agent.channel
@@ -192,7 +193,7 @@ def _options_of(command: click.Command) -> set[str]:
 
 
 def test_workers_run_streamjoin_worker_configured_only_by_valid_environment() -> None:
-    from streamjoin.runtime.worker import WorkerOptions
+    from streamjoin.worker.run import WorkerOptions
 
     assert len(worker_services()) == 3
     for name, service in worker_services().items():
@@ -204,14 +205,14 @@ def test_workers_run_streamjoin_worker_configured_only_by_valid_environment() ->
         with (
             mock.patch.dict(os.environ, clean, clear=True),
             mock.patch(
-                "streamjoin.runtime.worker.run_worker", lambda o, seen=seen: seen.append(o) or 0
+                "streamjoin.worker.run.run_worker", lambda o, seen=seen: seen.append(o) or 0
             ),
         ):
             result = CliRunner().invoke(main, service["command"], env=env_of(service))
         assert result.exit_code == 0, f"{name}: {result.output}"
         options = seen[0]
         options.security.check()
-        assert options.app == "examples.ad_monetization.app:app"
+        assert options.app == "streamjoin.ads.app:app"
         assert options.web is True
         assert options.web_bind == "0.0.0.0"  # explicit: the healthcheck and peers reach it
         assert options.standby_replicas == 1
@@ -225,14 +226,14 @@ def test_dockerfile_entrypoint_and_default_command_are_streamjoin_worker() -> No
     command, rest = _resolve(json.loads(worker["CMD"][-1]))
     assert command is main.commands["worker"] and not rest
     # the image's own defaults name a real app and real options
-    assert "STREAMJOIN_APP=examples.ad_monetization.app:app" in " ".join(worker["ENV"])
+    assert "STREAMJOIN_APP=streamjoin.ads.app:app" in " ".join(worker["ENV"])
 
 
 def _check_spark_command(argv: list[str]) -> None:
-    if importlib.util.find_spec("streamjoin.spark") is None:
-        pytest.xfail("module streamjoin.spark is missing: `streamjoin spark run` cannot be checked")
+    if importlib.util.find_spec("streamjoin.ads.spark") is None:
+        pytest.xfail("streamjoin.ads.spark is missing: `streamjoin spark run` cannot be checked")
     if "spark" not in main.commands:
-        pytest.xfail("streamjoin.cli does not register streamjoin.spark.cli's command yet")
+        pytest.xfail("streamjoin.cli does not register streamjoin.cli.spark's command yet")
     command, rest = _resolve(argv)
     assert command.name == "run", argv
     flags = [a for a in rest if a.startswith("--")]
@@ -270,7 +271,7 @@ def test_report_image_installs_the_spark_extra_of_pyproject() -> None:
     report = " ".join(stage("report")["RUN"])
     assert "openjdk-17-jre" in report
     if "spark" not in extras:
-        pytest.xfail("pyproject.toml has no spark extra yet (module streamjoin.spark)")
+        pytest.xfail("pyproject.toml has no spark extra yet (module streamjoin.ads.spark)")
     assert any(d.startswith("pyspark") for d in extras["spark"])
     assert "[spark]" in report
 
@@ -278,13 +279,13 @@ def test_report_image_installs_the_spark_extra_of_pyproject() -> None:
 def test_generator_service_runs_the_generator_against_the_apps_topics() -> None:
     if str(ROOT) not in sys.path:  # the examples are run from the repository root
         sys.path.insert(0, str(ROOT))
-    from examples.ad_monetization.generator import _parser
+    from streamjoin.ads.generator import _parser
 
     generator = services()["generator"]
     entry = list(generator["entrypoint"])
     assert entry[:2] == ["python", "-m"]
     assert importlib.util.find_spec(entry[2]) is not None
-    assert entry[2] == "examples.ad_monetization.generator"
+    assert entry[2] == "streamjoin.ads.generator"
     args = _parser().parse_args([str(a) for a in generator["command"]])
     assert args.partitions == ads_partitions()
     assert not args.create_topics  # the topics service creates them with replication 3

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streamjoin.demo.timeline import Interval, Sample, ownership_intervals, rebalances
+from streamjoin.ads.demo.timeline import Interval, Sample, ownership_intervals, rebalances
 
 
 def test_a_task_moving_between_workers_gives_two_bars_and_one_rebalance() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -14,14 +13,9 @@ from typing import Any
 import pytest
 from aiokafka.partitioner import DefaultPartitioner
 
-from streamjoin.join.attribution import Click, Impression
-
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from examples.ad_monetization import generator as gen  # noqa: E402
-from examples.ad_monetization.generator import (  # noqa: E402
+from streamjoin.ads import generator as gen
+from streamjoin.ads.attribution import Click, Impression
+from streamjoin.ads.generator import (
     ATTRIBUTION_WINDOW_MS,
     Event,
     GeneratorConfig,
@@ -36,6 +30,7 @@ from examples.ad_monetization.generator import (  # noqa: E402
     row_value,
 )
 
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "examples" / "ad_monetization" / "README.md"
 MINUTE = 60_000
 TAIL_LABELS = {"tail-impression", "tail-click"}
@@ -192,8 +187,8 @@ def test_malformed_records_fail_validation_and_cover_every_kind(broken_run: list
 
 
 def test_the_join_apps_decoder_agrees_on_valid_and_malformed(broken_run: list[Event]) -> None:
-    """streamjoin.join.ads (what the app runs) accepts the valid records, rejects the rest."""
-    from streamjoin.join.ads import decode_click, decode_impression
+    """streamjoin.ads.policy (what the app runs) accepts the valid records, rejects the rest."""
+    from streamjoin.ads.policy import decode_click, decode_impression
     from streamjoin.join.policy import BadRecord
 
     decoders: dict[str, Callable[[bytes, bytes], Impression | Click]] = {
@@ -530,8 +525,8 @@ def test_readme_examples_and_flags_match_the_code() -> None:
 
 
 def test_readme_outcome_example_is_what_the_join_emits() -> None:
-    from streamjoin.join.ads import encode_outcome
-    from streamjoin.join.attribution import ClickOutcome, Outcome
+    from streamjoin.ads.attribution import ClickOutcome, Outcome
+    from streamjoin.ads.policy import encode_outcome
 
     text = README.read_text().split("## The join app")[1]
     (example,) = re.findall(r"```json\n(.*?)\n```", text, re.S)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamjoin.join.attribution import (
+from streamjoin.ads.attribution import (
     Click,
     ClickOutcome,
     Impression,

@@ -96,7 +96,7 @@ def _generator_options() -> set[str]:
 
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    from examples.ad_monetization.generator import _parser
+    from streamjoin.ads.generator import _parser
 
     return {o for action in _parser()._actions for o in action.option_strings}
 
@@ -111,7 +111,7 @@ def test_every_flag_in_the_deployment_section_exists() -> None:
 
 
 #: variables of work in progress: name -> the module that will read it
-_PENDING = {"ADS_ARCHIVE_DIR": "streamjoin.archive"}
+_PENDING = {"ADS_ARCHIVE_DIR": "streamjoin.ads.archive"}
 
 
 def test_every_variable_in_the_deployment_section_is_read_by_the_code() -> None:
@@ -146,7 +146,7 @@ def _reference_rows() -> list[list[str]]:
 
 def test_reference_table_lists_every_worker_option_with_its_variable_and_default() -> None:
     from streamjoin.cli import main
-    from streamjoin.runtime.settings import SASL_PASSWORD_ENV, SSL_KEY_PASSWORD_ENV
+    from streamjoin.worker.options import SASL_PASSWORD_ENV, SSL_KEY_PASSWORD_ENV
 
     worker = main.commands["worker"]
     rows = _reference_rows()

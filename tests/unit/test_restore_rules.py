@@ -5,20 +5,20 @@ from __future__ import annotations
 import io
 import logging
 
-from streamjoin.runtime.progress import (
-    ProgressReporter,
-    TableProgress,
-    format_bar,
-    format_eta,
-    format_progress,
-)
-from streamjoin.runtime.restore_plan import (
+from streamjoin.restore.plan import (
     PartitionProgress,
     is_beyond_end,
     is_caught_up,
     ready_partitions,
     restore_target,
     start_offset,
+)
+from streamjoin.restore.progress import (
+    ProgressReporter,
+    TableProgress,
+    format_bar,
+    format_eta,
+    format_progress,
 )
 
 

@@ -1,6 +1,6 @@
 """``streamjoin worker`` settings: every option from a flag or ``STREAMJOIN_*``, Kafka security.
 
-The CLI tests stop at :func:`streamjoin.runtime.worker.run_worker` (patched)
+The CLI tests stop at :func:`streamjoin.worker.run.run_worker` (patched)
 and look at the :class:`WorkerOptions` it would get; the security tests build
 the faust credentials for real, TLS files included (made with ``openssl``).
 """
@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 from streamjoin.cli import main
 from streamjoin.cli.worker import worker_command
-from streamjoin.runtime.settings import (
+from streamjoin.worker.options import (
     DEFAULT_WEB_BIND,
     SASL_PASSWORD_ENV,
     SSL_KEY_PASSWORD_ENV,
@@ -30,7 +30,7 @@ from streamjoin.runtime.settings import (
     WorkerSettingsError,
     envvar,
 )
-from streamjoin.runtime.worker import WorkerOptions, configure_app
+from streamjoin.worker.run import WorkerOptions, configure_app
 
 #: option (click parameter name) -> (environment value, flag arguments, attribute,
 #: value from the environment, value from the flag)
@@ -144,7 +144,7 @@ def _invoke(args: list[str], env: dict[str, str] | None = None) -> tuple[Any, Wo
         seen.append(options)
         return 0
 
-    with mock.patch("streamjoin.runtime.worker.run_worker", fake_run):
+    with mock.patch("streamjoin.worker.run.run_worker", fake_run):
         result = CliRunner().invoke(main, ["worker", *args], env=env or {})
     assert result.exit_code == 0, result.output
     return result, seen[0]
@@ -200,8 +200,8 @@ def test_bad_value_in_a_variable_names_the_variable() -> None:
 
 
 def test_app_from_the_environment_alone() -> None:
-    _, options = _invoke([], {"STREAMJOIN_APP": "examples.ad_monetization.app:app"})
-    assert options.app == "examples.ad_monetization.app:app"
+    _, options = _invoke([], {"STREAMJOIN_APP": "streamjoin.ads.app:app"})
+    assert options.app == "streamjoin.ads.app:app"
 
 
 def test_passwords_come_from_the_environment_only() -> None:
@@ -484,7 +484,7 @@ def test_inconsistent_settings_are_one_line_errors(settings: dict[str, Any], mes
 
 
 def test_cli_reports_a_bad_combination_in_one_line_before_loading_the_app() -> None:
-    with mock.patch("streamjoin.runtime.worker.load_app") as load:
+    with mock.patch("streamjoin.worker.run.load_app") as load:
         result = CliRunner().invoke(
             main,
             ["worker", "-A", "m:app", "--security-protocol", "SASL_SSL"],
@@ -502,7 +502,7 @@ def test_cli_reports_a_bad_combination_in_one_line_before_loading_the_app() -> N
 def test_module_imports_stay_light() -> None:
     """``streamjoin.cli`` (and so ``--help``) does not import faust for the worker's settings."""
     code = (
-        "import sys; import streamjoin.cli.worker, streamjoin.runtime.settings; "
+        "import sys; import streamjoin.cli.worker, streamjoin.worker.options; "
         "print('faust' in sys.modules)"
     )
     out = subprocess.run(

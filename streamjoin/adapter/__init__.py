@@ -1,1 +1,0 @@
-"""faust adapters for the pure layers (the only place faust meets the core)."""

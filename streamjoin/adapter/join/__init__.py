@@ -1,1 +1,0 @@
-"""The join operator on faust streams: RocksDB state, changelog, restore, outputs."""

@@ -1,0 +1,394 @@
+"""``archive_topics(app, root, ...)``: a faust sink agent that archives topics as Parquet.
+
+One agent reads every archived topic (raw bytes) with manual acks. Each
+source topic-partition gets a :class:`~streamjoin.ads.archive.ledger.PartitionLedger`
+when the worker sees its first record after taking it: the ledger starts from
+the highest offset already archived per hour bucket, read off the file names
+of every hour directory of the dataset (a listing shared by all partitions
+taken in the same rebalance generation), so records an earlier owner already
+archived are skipped. Valid records are converted to rows and buffered; a
+partition's buffer is flushed, one file per hour bucket, when it holds
+``max_records`` rows, when its oldest row has waited ``flush_interval``
+seconds, and at once while a rebalance or a shutdown is under way (faust
+waits for every unacked record before it completes either). A record is acknowledged, so faust
+may commit its offset, only once the file holding it has been renamed into
+place; faust commits only contiguous acknowledged offsets.
+
+So a crash anywhere (even between the files of one flush) and the replay from
+the last committed offset neither loses nor duplicates a row: what is in a
+renamed file is skipped, the rest is written again. Before writing a bucket
+the sink lists that one hour directory again and leaves out rows another
+writer put there meanwhile (only a worker that lost its partitions without
+noticing could; one archive root takes one archiving consumer group).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from streamjoin.ads.archive import files
+from streamjoin.ads.archive.ledger import FilePlan, Offer, PartitionLedger
+from streamjoin.ads.archive.rows import (
+    CLICKS,
+    IMPRESSIONS,
+    OUTCOMES,
+    BadRecord,
+    Dataset,
+    SourceRecord,
+)
+from streamjoin.ads.errors import ArchiveConfigError
+
+__all__ = ["ArchiveSink", "ArchiveStats", "archive_topics"]
+
+logger = logging.getLogger(__name__)
+
+#: the keys of ``archive_topics``' topic mapping
+DATASET_KEYS: Mapping[str, Dataset] = {
+    "impressions": IMPRESSIONS,
+    "clicks": CLICKS,
+    "outcomes": OUTCOMES,
+}
+
+
+@dataclass
+class ArchiveStats:
+    """Counters of one archive sink on this worker (since the worker started)."""
+
+    received: int = 0
+    rows: dict[str, int] = field(default_factory=dict)
+    files: dict[str, int] = field(default_factory=dict)
+    skipped_replays: int = 0
+    bad: int = 0
+    flushes: int = 0
+    takeovers: int = 0
+
+    @property
+    def rows_written(self) -> int:
+        """Rows written, all datasets."""
+        return sum(self.rows.values())
+
+    @property
+    def files_written(self) -> int:
+        """Files written, all datasets."""
+        return sum(self.files.values())
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready copy."""
+        return {
+            "received": self.received,
+            "rows": dict(sorted(self.rows.items())),
+            "files": dict(sorted(self.files.items())),
+            "skipped_replays": self.skipped_replays,
+            "bad": self.bad,
+            "flushes": self.flushes,
+            "takeovers": self.takeovers,
+        }
+
+
+class ArchiveSink:
+    """Archives records of Kafka topics as hour-partitioned Parquet files.
+
+    Build it with :func:`archive_topics`.
+
+    Attributes:
+        root: the archive root directory.
+        datasets: source topic -> the dataset its rows go to.
+        max_records: rows a partition buffers before it is flushed.
+        flush_interval: seconds a buffered row waits at most (while records flow).
+        stats: counters on this worker.
+        log_interval: seconds between progress log lines.
+    """
+
+    def __init__(
+        self,
+        app: Any,
+        root: str | Path,
+        datasets: Mapping[str, Dataset],
+        *,
+        max_records: int = 5000,
+        flush_interval: float = 5.0,
+        name: str = "archive",
+    ) -> None:
+        if not datasets:
+            raise ArchiveConfigError(f"archive {name!r}: give at least one topic to archive")
+        if max_records < 1 or flush_interval <= 0:
+            raise ArchiveConfigError(
+                f"archive {name!r}: max_records must be >= 1 and flush_interval > 0, "
+                f"got {max_records} and {flush_interval}"
+            )
+        self.app = app
+        self.name = name
+        #: how log lines name the sink
+        self.label = "archive" if name == "archive" else f"archive {name}"
+        self.root = Path(root)
+        self.datasets = dict(sorted(datasets.items()))
+        self.max_records = max_records
+        self.flush_interval = flush_interval
+        self.stats = ArchiveStats()
+        self.log_interval = 10.0
+        self._ledgers: dict[tuple[str, int], PartitionLedger[Any]] = {}
+        #: dataset name -> listing, for the partitions taken in this generation
+        self._listings: dict[str, files.Listing] = {}
+        self._lock = asyncio.Lock()
+        self._logged_at = time.monotonic()
+        self._logged_rows = 0
+        self._logged_state: tuple[int, ...] = ()
+        self.source = app.topic(*self.datasets, key_serializer="raw", value_serializer="raw")
+        self.agent = app.agent(self.source, name=f"streamjoin.ads.archive.{name}")(self._consume)
+        self._tick = min(0.5, flush_interval)
+        app.task(self._run_ticks)
+        app.on_partitions_revoked.connect(self._on_revoked)
+
+    # -- introspection -------------------------------------------------------------
+
+    @property
+    def buffered(self) -> int:
+        """Rows waiting to be written, all partitions."""
+        return sum(ledger.buffered for ledger in self._ledgers.values())
+
+    def describe(self) -> dict[str, Any]:
+        """Configuration, partitions held and counters (JSON-ready)."""
+        return {
+            "name": self.name,
+            "root": str(self.root),
+            "topics": {t: d.name for t, d in self.datasets.items()},
+            "max_records": self.max_records,
+            "flush_interval": self.flush_interval,
+            "partitions": {
+                f"{t}:{p}": {
+                    "buffered": ledger.buffered,
+                    "next_offset": ledger.next_offset,
+                    "highest_archived": ledger.highest(),
+                }
+                for (t, p), ledger in sorted(self._ledgers.items())
+            },
+            "stats": self.stats.as_dict(),
+        }
+
+    # -- input ---------------------------------------------------------------------
+
+    async def _consume(self, stream: Any) -> Any:
+        async for event in stream.noack().events():
+            await self._guarded(self._receive(event))
+
+    async def _guarded(self, work: Any) -> None:
+        try:
+            await work
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a flush that cannot be made durable stops the worker
+            logger.exception("%s: failed, stopping the worker", self.label)
+            await self.app.crash(exc)
+
+    async def _receive(self, event: Any) -> None:
+        message = event.message
+        record = SourceRecord(
+            message.topic, message.partition, message.offset, message.key, message.value
+        )
+        dataset = self.datasets[record.topic]
+        now = time.monotonic()
+        self.stats.received += 1
+        try:
+            row = dataset.convert(record)
+            item = (dataset.bucket(row), row)
+        except BadRecord:
+            item = None
+        async with self._lock:
+            ledger = self._ledgers.get((record.topic, record.partition))
+            if ledger is None:
+                ledger = await self._take(dataset, record.topic, record.partition)
+            offer = ledger.offer(record.offset, item, event, now)
+            if offer is Offer.BUFFERED:
+                if ledger.buffered >= self.max_records:
+                    await self._flush(dataset, ledger)
+                return
+            if offer is Offer.REJECTED:
+                self.stats.bad += 1
+            else:
+                self.stats.skipped_replays += 1
+            if offer is not Offer.HELD:
+                event.ack()
+
+    async def _take(self, dataset: Dataset, topic: str, partition: int) -> PartitionLedger[Any]:
+        listing = self._listings.get(dataset.name)
+        if listing is None:
+            listing = await asyncio.to_thread(files.scan_dataset, self.root, dataset)
+            self._listings[dataset.name] = listing
+        archived = listing.highest.get((topic, partition), {})
+        stale = listing.temps.pop((topic, partition), [])
+        if stale:  # left by a write a crash interrupted; this worker owns the partition now
+            await asyncio.to_thread(files.remove_files, stale)
+        ledger: PartitionLedger[Any] = PartitionLedger(topic, partition, archived)
+        self._ledgers[(topic, partition)] = ledger
+        self.stats.takeovers += 1
+        logger.log(
+            logging.INFO if archived or stale else logging.DEBUG,
+            "%s: %s[%d] taken: %s archived in %d hour buckets%s",
+            self.label,
+            topic,
+            partition,
+            "nothing" if not archived else f"up to offset {max(archived.values())}",
+            len(archived),
+            f", {len(stale)} stale temporary files removed" if stale else "",
+        )
+        return ledger
+
+    # -- flushing ------------------------------------------------------------------
+
+    async def _flush(self, dataset: Dataset, ledger: PartitionLedger[Any]) -> None:
+        """Write the ledger's buffer, then ack its records (call with the lock held)."""
+        buckets = ledger.pending_buckets()
+        on_disk = await asyncio.to_thread(
+            files.scan_hours, self.root, dataset, buckets, ledger.topic, ledger.partition
+        )
+        plan = ledger.plan(on_disk)
+        if plan.files:
+            await asyncio.to_thread(self._write_all, dataset, plan.files)
+        for event in ledger.commit(plan):
+            event.ack()
+        self.stats.flushes += 1
+        self.stats.skipped_replays += plan.already_archived
+        self.stats.files[dataset.name] = self.stats.files.get(dataset.name, 0) + len(plan.files)
+        self.stats.rows[dataset.name] = self.stats.rows.get(dataset.name, 0) + plan.rows
+
+    def _write_all(self, dataset: Dataset, plans: Iterable[FilePlan]) -> None:
+        for plan in plans:
+            files.write_file(self.root, dataset, plan)
+
+    async def flush(self, *, only_due: bool = False) -> None:
+        """Flush every partition's buffer (with *only_due*, those that waited long enough)."""
+        now = time.monotonic()
+        async with self._lock:
+            for key in sorted(self._ledgers):
+                ledger = self._ledgers[key]
+                if ledger.buffered and (not only_due or ledger.due(now, self.flush_interval)):
+                    await self._flush(self.datasets[key[0]], ledger)
+
+    async def _run_ticks(self) -> None:
+        """Call :meth:`_on_timer` every tick until the app cancels its tasks.
+
+        A plain loop rather than ``app.timer``: faust ends its timers as soon as
+        a worker starts to stop, and then waits for every unacked record before
+        it stops the consumer; this loop keeps flushing while it waits.
+        """
+        while True:
+            await asyncio.sleep(self._tick)
+            await self._on_timer()
+
+    async def _on_timer(self) -> None:
+        # in a rebalance or a shutdown faust waits for every unacked record: flush all
+        urgent = bool(getattr(self.app, "rebalancing", False) or self.app.should_stop)
+        await self._guarded(self.flush(only_due=not urgent))
+        now = time.monotonic()
+        if now - self._logged_at >= self.log_interval:
+            self._log_progress(now)
+
+    def _log_progress(self, now: float) -> None:
+        s = self.stats
+        state = (s.received, s.rows_written, s.skipped_replays, s.bad, self.buffered)
+        if state == self._logged_state:
+            return
+        rate = (s.rows_written - self._logged_rows) / max(now - self._logged_at, 1e-9)
+        self._logged_at, self._logged_rows, self._logged_state = now, s.rows_written, state
+        logger.info(
+            "%s: %d files, %d rows written (%.0f/s; %s), %d skipped replays, "
+            "%d bad, %d buffered in %d partitions",
+            self.label,
+            s.files_written,
+            s.rows_written,
+            rate,
+            ", ".join(f"{k} {v}" for k, v in sorted(s.rows.items())) or "nothing yet",
+            s.skipped_replays,
+            s.bad,
+            self.buffered,
+            len(self._ledgers),
+        )
+
+    # -- rebalance -----------------------------------------------------------------
+
+    async def _on_revoked(self, sender: Any, revoked: Iterable[Any], **_: Any) -> None:
+        """Forget revoked partitions (their buffers were flushed while faust waited)."""
+
+        async def drop() -> None:
+            async with self._lock:
+                for tp in revoked:
+                    key = (tp.topic, tp.partition)
+                    ledger = self._ledgers.get(key)
+                    if ledger is None:
+                        continue
+                    if ledger.buffered:
+                        await self._flush(self.datasets[key[0]], ledger)
+                    del self._ledgers[key]
+                # the next owner of any partition lists the archive afresh
+                self._listings.clear()
+
+        await self._guarded(drop())
+
+
+def _topic_names(value: Any) -> list[str]:
+    items = value if isinstance(value, list | tuple) else [value]
+    names = []
+    for item in items:
+        if isinstance(item, str):
+            names.append(item)
+            continue
+        topics = list(getattr(item, "topics", ()) or ())
+        if not topics or getattr(item, "pattern", None):
+            raise ArchiveConfigError(f"archive: expected topic names or faust topics, got {item!r}")
+        names.extend(str(t) for t in topics)
+    return names
+
+
+def archive_topics(
+    app: Any,
+    root: str | Path,
+    topics: Mapping[str, Any],
+    *,
+    max_records: int = 5000,
+    flush_interval: float = 5.0,
+    name: str = "archive",
+) -> ArchiveSink:
+    """Archive topics of *app* as Parquet under *root*, exactly once per record.
+
+    Arguments:
+        app: the faust app (a ``streamjoin.App``) whose workers run the sink agent.
+        root: the archive root (created as needed; shared by all workers).
+        topics: dataset -> topic(s): ``{"impressions": topic, "clicks": topic,
+            "outcomes": [attributed, duplicate, unattributed]}``; each topic is
+            a name or a faust topic (only its name is used: the sink reads raw
+            bytes). Any subset of the three datasets may be given.
+        max_records: rows a partition buffers before its files are written.
+        flush_interval: seconds a buffered row waits at most.
+        name: the sink's name (agent ``streamjoin.ads.archive.<name>``, log lines).
+
+    Returns:
+        The :class:`ArchiveSink` (its ``stats`` and ``describe()`` show progress).
+
+    Raises:
+        ArchiveConfigError: an unknown dataset, a topic given twice, bad settings.
+    """
+    unknown = sorted(set(topics) - set(DATASET_KEYS))
+    if unknown:
+        raise ArchiveConfigError(
+            f"archive {name!r}: unknown datasets {unknown}; use {sorted(DATASET_KEYS)}"
+        )
+    datasets: dict[str, Dataset] = {}
+    for key, value in topics.items():
+        for topic in _topic_names(value):
+            if topic in datasets:
+                raise ArchiveConfigError(f"archive {name!r}: topic {topic!r} is given twice")
+            datasets[topic] = DATASET_KEYS[key]
+    return ArchiveSink(
+        app,
+        root,
+        datasets,
+        max_records=max_records,
+        flush_interval=flush_interval,
+        name=name,
+    )

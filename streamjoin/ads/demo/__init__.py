@@ -1,0 +1,1 @@
+"""``streamjoin demo``: the ad pipeline end to end (see :mod:`streamjoin.ads.demo.run`)."""

@@ -1,0 +1,179 @@
+"""The demo's HTML report and its PNG charts (matplotlib, no display needed)."""
+
+from __future__ import annotations
+
+import csv
+import html
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from streamjoin.ads.demo.timeline import Sample, ownership_intervals, rebalances
+
+__all__ = ["campaign_totals", "write_report"]
+
+
+def campaign_totals(report_dir: Path) -> list[dict[str, Any]]:
+    """Per-campaign totals from the Spark report (``campaign_totals.json`` or ``.csv``)."""
+    for name in ("campaign_totals.json", "totals.json"):
+        path = report_dir / name
+        if path.exists():
+            data = json.loads(path.read_text())
+            rows = data if isinstance(data, list) else data.get("rows", [])
+            return sorted(rows, key=lambda r: str(r.get("campaign")))
+    for name in ("campaign_totals.csv", "totals.csv"):
+        path = report_dir / name
+        if path.exists():
+            with path.open() as handle:
+                return sorted(csv.DictReader(handle), key=lambda r: str(r.get("campaign")))
+    return []
+
+
+def _num(row: dict[str, Any], *names: str) -> float:
+    for name in names:
+        value = row.get(name)
+        if value not in (None, ""):
+            return float(value)
+    return 0.0
+
+
+def _campaign_chart(rows: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [str(r["campaign"]) for r in rows]
+    ctr = [100 * _num(r, "ctr") for r in rows]
+    spend = [_num(r, "spend") for r in rows]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    left.bar(names, ctr, color="#3b7dd8")
+    left.set_title("CTR per campaign (billed clicks / impressions)")
+    left.set_ylabel("%")
+    right.bar(names, spend, color="#e07b39")
+    right.set_title("Spend per campaign")
+    right.set_ylabel("currency units")
+    for axis in (left, right):
+        axis.tick_params(axis="x", rotation=45)
+        axis.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _timeline_chart(
+    samples: Sequence[Sample], events: Sequence[tuple[float, str]], end: float, path: Path
+) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    intervals = ownership_intervals(samples, end)
+    workers = sorted({i.worker for i in intervals})
+    palette = ["#3b7dd8", "#e07b39", "#4caf50", "#9c27b0", "#795548", "#00897b"]
+    colour = {w: palette[n % len(palette)] for n, w in enumerate(workers)}
+    tasks = sorted({i.task for i in intervals})
+    fig, axis = plt.subplots(figsize=(11, 0.5 * max(len(tasks), 4) + 1.6))
+    for interval in intervals:
+        axis.barh(
+            interval.task,
+            interval.end - interval.start,
+            left=interval.start,
+            color=colour[interval.worker],
+            edgecolor="white",
+            height=0.8,
+        )
+    for t in rebalances(samples):
+        axis.axvline(t, color="grey", linestyle=":", linewidth=1)
+    top = max(tasks, default=0) + 0.45
+    for t, label in events:
+        if label.startswith(("w1 ", "w2 ", "w3 ")) and "killed" not in label:
+            continue  # the first three start together, before the generator
+        colour_of = "red" if "killed" in label else "darkgreen"
+        axis.axvline(t, color=colour_of, linewidth=1.5)
+        axis.text(
+            t,
+            top,
+            f" {label} ",
+            rotation=90,
+            va="top",
+            ha="right",
+            fontsize=8,
+            color=colour_of,
+            bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none", "pad": 1},
+        )
+    axis.set_yticks(tasks, [f"task {t}" for t in tasks])
+    axis.set_xlabel("seconds since start (dotted: a task changed owner)")
+    axis.set_title("Which worker ran which task")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colour[w]) for w in workers]
+    axis.legend(handles, workers, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8)
+    axis.set_xlim(0, max(end, 1))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_report(
+    out: Path,
+    *,
+    samples: Sequence[Sample],
+    events: Sequence[tuple[float, str]],
+    end: float,
+    verdict: str | None,
+    options: Any,
+) -> Path:
+    """Write ``out/report/index.html`` with the campaign and task charts; return its path."""
+    report = out / "report"
+    report.mkdir(exist_ok=True)
+    rows = campaign_totals(report)
+    if rows:
+        _campaign_chart(rows, report / "campaigns.png")
+    _timeline_chart(samples, events, end, report / "tasks.png")
+    cells = "".join(
+        "<tr>"
+        + "".join(
+            f"<td>{html.escape(_fmt(r.get(k)))}</td>"
+            for k in ("campaign", "impressions", "billed_clicks", "ctr", "spend", "cpc")
+        )
+        + "</tr>"
+        for r in rows
+    )
+    timeline = "".join(f"<li>{t:.1f} s: {html.escape(label)}</li>" for t, label in events)
+    ok = verdict is not None and verdict.endswith(" 0 differences")
+    page = f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>streamjoin demo report</title>
+<style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}}
+table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}
+.ok{{color:#2e7d32}}.bad{{color:#c62828}}</style></head><body>
+<h1>streamjoin: ad monetization demo</h1>
+<p>seed {options.seed}, {options.duration:.0f} s of events at {options.speed:g}x event time,
+{options.partitions} tasks, 1 standby per task.</p>
+<h2 class="{"ok" if ok else "bad"}">{html.escape(verdict or "no reconciliation verdict")}</h2>
+<p>The stream's outcome of every decided click, compared with Spark's batch join of the
+archived events (same window, same rules).</p>
+<h2>Campaigns</h2>
+<img src="campaigns.png" alt="CTR and spend per campaign" width="1000">
+<table><tr><th>campaign</th><th>impressions</th><th>billed clicks</th><th>CTR</th>
+<th>spend</th><th>CPC</th></tr>{cells}</table>
+<h2>Tasks over time</h2>
+<img src="tasks.png" alt="which worker ran which task" width="1000">
+<ul>{timeline}</ul>
+</body></html>
+"""
+    path = report / "index.html"
+    path.write_text(page)
+    return path
+
+
+def _fmt(value: Any) -> str:
+    if value in (None, ""):
+        return "-"
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if number.is_integer() and abs(number) >= 1:
+        return f"{int(number):,}"
+    return f"{number:.4f}"

@@ -1,0 +1,176 @@
+"""The ad-monetization join policy: impressions ⋈ clicks → click outcomes. Pure.
+
+Decodes the example's JSON events (schemas in ``examples/ad_monetization/README.md``),
+validates them, runs :class:`~streamjoin.ads.attribution.TaskAttribution` per
+task, and encodes every click's outcome as JSON keyed by ``click_id`` to one
+of three outputs: ``attributed``, ``duplicate``, ``unattributed``. Late
+records go to the dead-letter output with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from streamjoin.ads.attribution import (
+    Click,
+    ClickOutcome,
+    Impression,
+    Late,
+    Outcome,
+    TaskAttribution,
+)
+from streamjoin.join.policy import DEAD_LETTER, BadRecord, Emission
+from streamjoin.join.state import KVState
+from streamjoin.join.window import JoinWindow
+
+__all__ = [
+    "MAX_EVENT_TS",
+    "MIN_EVENT_TS",
+    "AdAttribution",
+    "decode_click",
+    "decode_impression",
+    "encode_outcome",
+]
+
+#: event times outside [2000-01-01, 2100-01-01) are absurd: rejected as bad input
+MIN_EVENT_TS = 946_684_800_000
+MAX_EVENT_TS = 4_102_444_800_000
+
+_IMPRESSION_FIELDS = {
+    "auction_id": str,
+    "impression_id": str,
+    "campaign": str,
+    "cost": (int, float),
+    "ts_ms": int,
+}
+_CLICK_FIELDS = {"auction_id": str, "click_id": str, "ts_ms": int}
+
+
+def _fields(value: bytes | None, spec: dict[str, Any], what: str) -> dict[str, Any]:
+    if value is None:
+        raise BadRecord(f"{what}: empty value")
+    try:
+        doc = json.loads(value)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise BadRecord(f"{what}: not JSON ({exc.__class__.__name__}: {exc})") from None
+    if not isinstance(doc, dict):
+        raise BadRecord(f"{what}: expected a JSON object, got {type(doc).__name__}")
+    for name, kind in spec.items():
+        if name not in doc:
+            raise BadRecord(f"{what}: missing field {name!r}")
+        got = doc[name]
+        if isinstance(got, bool) or not isinstance(got, kind):
+            raise BadRecord(f"{what}: field {name!r} has type {type(got).__name__}")
+        if isinstance(got, str) and not got:
+            raise BadRecord(f"{what}: field {name!r} is empty")
+    ts = doc["ts_ms"]
+    if not MIN_EVENT_TS <= ts < MAX_EVENT_TS:
+        raise BadRecord(f"{what}: ts_ms {ts} is outside 2000..2100")
+    return doc
+
+
+def _check_key(key: bytes | None, auction_id: str, what: str) -> None:
+    if key is not None and key != auction_id.encode():
+        raise BadRecord(f"{what}: record key {key!r} is not its auction_id {auction_id!r}")
+
+
+def decode_impression(key: bytes | None, value: bytes | None) -> Impression:
+    """An :class:`Impression` from the example's JSON, or :class:`BadRecord`."""
+    doc = _fields(value, _IMPRESSION_FIELDS, "impression")
+    _check_key(key, doc["auction_id"], "impression")
+    cost = float(doc["cost"])
+    if not 0.0 <= cost < 1e9:
+        raise BadRecord(f"impression: cost {cost} is out of range")
+    return Impression(doc["auction_id"], doc["impression_id"], doc["ts_ms"], doc["campaign"], cost)
+
+
+def decode_click(key: bytes | None, value: bytes | None) -> Click:
+    """A :class:`Click` from the example's JSON, or :class:`BadRecord`."""
+    doc = _fields(value, _CLICK_FIELDS, "click")
+    _check_key(key, doc["auction_id"], "click")
+    return Click(doc["auction_id"], doc["click_id"], doc["ts_ms"])
+
+
+def encode_outcome(outcome: ClickOutcome) -> bytes:
+    """The JSON of a click's outcome (keys sorted: byte-identical on replay)."""
+    doc: dict[str, Any] = {
+        "click_id": outcome.click_id,
+        "auction_id": outcome.key,
+        "click_ts_ms": outcome.click_ts,
+        "outcome": outcome.outcome.value,
+        "impression_id": outcome.impression_id,
+        "campaign": outcome.campaign,
+        "cost": outcome.cost if outcome.outcome is Outcome.ATTRIBUTED else 0.0,
+    }
+    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+
+
+def _late_reason(late: Late, grace: int) -> bytes:
+    ts = late.record.ts
+    return (
+        f"late: ts_ms {ts} is more than grace {grace} ms behind stream time {late.stream_time}"
+    ).encode()
+
+
+class _AdTask:
+    def __init__(self, window: JoinWindow, state: KVState) -> None:
+        # the runtime checkpoints once per batch, before the batch's input positions
+        self._logic = TaskAttribution(window, state, auto_checkpoint=False)
+        self._grace = window.grace
+
+    @property
+    def stream_time(self) -> int | None:
+        return self._logic.stream_time
+
+    def on_left(self, record: Impression) -> Sequence[Emission]:
+        return self._encode(self._logic.on_impression(record))
+
+    def on_right(self, record: Click) -> Sequence[Emission]:
+        return self._encode(self._logic.on_click(record))
+
+    def rebuild_indexes(self) -> None:
+        self._logic.rebuild_indexes()
+
+    def checkpoint(self) -> None:
+        self._logic.checkpoint()
+
+    def _encode(self, items: list[ClickOutcome | Late]) -> list[Emission]:
+        out = []
+        for item in items:
+            if isinstance(item, Late):
+                out.append(
+                    Emission(DEAD_LETTER, item.record.key.encode(), _late_reason(item, self._grace))
+                )
+            else:
+                out.append(
+                    Emission(item.outcome.value, item.click_id.encode(), encode_outcome(item))
+                )
+        return out
+
+
+@dataclass(frozen=True)
+class AdAttribution:
+    """Policy: attribute each click to its auction's impression within ``window``.
+
+    The same object configures the stream (this module) and the batch side.
+    """
+
+    window: JoinWindow = field(
+        default_factory=lambda: JoinWindow(before=0, after=30 * 60 * 1000, grace=10_000)
+    )
+
+    @property
+    def outputs(self) -> Sequence[str]:
+        return tuple(o.value for o in Outcome)
+
+    def decode_left(self, key: bytes | None, value: bytes | None, timestamp_ms: int) -> Impression:
+        return decode_impression(key, value)
+
+    def decode_right(self, key: bytes | None, value: bytes | None, timestamp_ms: int) -> Click:
+        return decode_click(key, value)
+
+    def task(self, state: KVState) -> _AdTask:
+        return _AdTask(self.window, state)

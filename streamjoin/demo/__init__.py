@@ -1,1 +1,0 @@
-"""``streamjoin demo``: the ad-monetization pipeline end to end (see :mod:`streamjoin.demo.run`)."""

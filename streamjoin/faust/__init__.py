@@ -1,0 +1,13 @@
+"""The faust adapters: the only package that imports faust, aiokafka and rocksdict.
+
+* :mod:`~streamjoin.faust.app`: ``streamjoin.App`` (``app.join``; our assignor, table manager);
+* :mod:`~streamjoin.faust.assignor`: ``streamjoin:PartitionAssignor`` over the pure core;
+* :mod:`~streamjoin.faust.join_operator`, :mod:`~streamjoin.faust.batch_state`: joins in a worker;
+* :mod:`~streamjoin.faust.tables`, :mod:`~streamjoin.faust.restorer`,
+  :mod:`~streamjoin.faust.changelog_store`: ``streamjoin:TableManager`` and restoration;
+* :mod:`~streamjoin.faust.metadata`, :mod:`~streamjoin.faust.checks`: the credentialed
+  Kafka metadata reader and the start-up checks;
+* :mod:`~streamjoin.faust.web`: the worker's web pages.
+
+Importing this package imports none of them (nor faust).
+"""

@@ -1,0 +1,114 @@
+"""``streamjoin:TableManager``: faust's table manager with streamjoin's restoration.
+
+A plain faust app adopts it with one setting::
+
+    app = faust.App("myapp", TableManager="streamjoin:TableManager", store="rocksdb://")
+
+(:class:`streamjoin.App` sets it by default.) Everything else about tables,
+including how agents write to them, stays faust's; only the recovery service
+is replaced by :class:`streamjoin.faust.restorer.Restorer`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from pathlib import Path
+from typing import Any
+
+from faust.tables.manager import TableManager as _FaustTableManager
+
+from streamjoin.faust.restorer import Restorer
+
+__all__ = ["TableManager"]
+
+
+class TableManager(_FaustTableManager):
+    """Faust ``TableManager`` whose ``recovery`` is streamjoin's :class:`Restorer`."""
+
+    _restorer: Restorer | None = None
+
+    @property
+    def recovery(self) -> Restorer:  # type: ignore[override]
+        """The restore service (created on first use)."""
+        if self._restorer is None:
+            self._restorer = Restorer(self.app, self, beacon=self.beacon, loop=self.loop)
+            self._recovery = self._restorer  # type: ignore[assignment]
+        return self._restorer
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        """Stop restoring, and let every join drop what it holds but has not applied.
+
+        faust then waits for every record in flight to be acknowledged; a join
+        acknowledges its buffered records at once (their task's state says
+        where to resume, so whoever runs the task next reads them again).
+        """
+        for join in sorted((getattr(self.app, "joins", None) or {}).items()):
+            join[1].on_revoke()
+        super().on_partitions_revoked(revoked)
+
+    def standby_offsets(self) -> dict[tuple[str, int], int]:
+        """Applied changelog offset of every standby partition assigned to this worker.
+
+        Keys are ``(changelog topic, partition)``; a value is the offset of the
+        last record applied (faust's persisted-offset convention).
+        """
+        return self.recovery.standby_offsets()
+
+    def persisted_offsets(self) -> dict[tuple[str, int], int]:
+        """Changelog offset of every table partition that has local state on disk.
+
+        This covers partitions the worker is not assigned right now (for
+        example after a restart), which is what a warm-first assignor needs.
+        """
+        out: dict[tuple[str, int], int] = {}
+        for table in self.values():
+            topic = table.changelog_topic.get_topic_name()
+            for partition, offset in _store_offsets(table.data).items():
+                out[(topic, partition)] = offset
+        for key, offset in self.recovery.applied_offsets().items():
+            out[key] = max(offset, out.get(key, offset))
+        return dict(sorted(out.items()))
+
+    def restored_at(self) -> dict[int, float]:
+        """``time.time()`` at which each task (partition number) became ready this generation."""
+        return self.recovery.restored_at()
+
+    def restore_counts(self) -> dict[tuple[str, int], int]:
+        """Records applied by the latest active restore of each changelog partition."""
+        return self.recovery.restore_counts()
+
+
+def _store_offsets(store: Any) -> dict[int, int]:
+    """Offsets persisted by a rocksdb store, per partition, without taking locks."""
+    if not getattr(store, "use_rocksdict", False):
+        return {}
+    import rocksdict
+
+    offsets: dict[int, int] = {}
+    open_dbs = dict(getattr(store, "_dbs", {}))
+    for partition, db in open_dbs.items():
+        raw = db.get(store.offset_key)
+        if raw is not None:
+            offsets[partition] = int(raw)
+    base: Path = store.partition_path(0)
+    pattern = re.compile(re.escape(base.name[: -len("-0.db")]) + r"-(\d+)\.db$")
+    if not base.parent.is_dir():
+        return offsets
+    for path in sorted(base.parent.iterdir()):
+        match = pattern.match(path.name)
+        if match is None or int(match.group(1)) in offsets:
+            continue
+        with contextlib.suppress(Exception):
+            db = rocksdict.Rdict(
+                str(path),
+                options=rocksdict.Options(raw_mode=True),
+                access_type=rocksdict.AccessType.read_only(),
+            )
+            try:
+                raw = db.get(store.offset_key)
+            finally:
+                db.close()
+            if raw is not None:
+                offsets[int(match.group(1))] = int(raw)
+    return offsets
