@@ -58,6 +58,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from streamjoin.ads.keys import FAMILY_NAMES
+from streamjoin.ads.topics import AdTopics
 from streamjoin.dev.broker import LOOPBACK, BrokerOptions, EmbeddedBroker, free_port
 from streamjoin.dev.process import WorkerProcess
 
@@ -68,21 +70,14 @@ ROOT = HERE.parent
 THROUGHPUT_RATIO_TARGET = 0.70
 LATENCY_MARGIN_MS = 1_000  # p99 <= grace + this
 
-OUTCOMES = ("attributed-clicks", "duplicate-clicks", "unattributed-clicks")
+OUTCOMES = AdTopics().outcomes
 JOIN_NAME = "billing"
 #: the key faust's RocksDB store keeps a partition's changelog offset under
 OFFSET_KEY = b"__faust\0offset__"
 #: an attribution window longer than any event time since 1970: nothing expires
 NEVER_EXPIRES_MS = 100 * 365 * 24 * 3600 * 1000
-#: key families of the join state (streamjoin.join.keys) and the store's own key
-FAMILIES = {
-    ord("t"): "stream time",
-    ord("i"): "impressions",
-    ord("c"): "clicks",
-    ord("d"): "due index",
-    ord("x"): "expiry index",
-    ord("p"): "positions",
-}
+#: key families of the join state (streamjoin.ads.keys) and the store's own key
+FAMILIES = FAMILY_NAMES
 
 #: the backlog's generator jitter (its default); the throughput run's grace must cover it
 BACKLOG_JITTER_MS = 2_000

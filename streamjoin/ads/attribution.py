@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from streamjoin.join import keys
+from streamjoin.ads import keys
 from streamjoin.join.state import KVState, MemoryState
 from streamjoin.join.window import JoinWindow
 

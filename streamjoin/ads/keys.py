@@ -1,0 +1,88 @@
+"""Key families of the ad policy's per-task state, over the generic :mod:`streamjoin.join.keys`
+(re-exported here, so the policy reads its keys from one module).
+
+====== ============================================ =========================
+family layout                                       value
+====== ============================================ =========================
+``t``  ``t``                                        stream time (8 bytes)
+``i``  ``i`` key ts id                              an impression (JSON)
+``c``  ``c`` key ts id                              a click and its outcome
+``d``  ``d`` due ts key id   (index, local)         pending click, by due time
+``x``  ``x`` ts kind key id  (index, local)         expiry order
+``p``  ``p`` side                                   next input offset of a side (runtime)
+====== ============================================ =========================
+"""
+
+from __future__ import annotations
+
+from streamjoin.join.keys import (
+    MAX_TS,
+    POSITION,
+    decode_record_key,
+    family_range,
+    read_text,
+    record_key,
+    record_prefix,
+    text_bytes,
+    ts_bytes,
+)
+
+__all__ = [
+    "CLICK",
+    "DUE",
+    "EXPIRY",
+    "FAMILY_NAMES",
+    "IMPRESSION",
+    "MAX_TS",
+    "STREAM_TIME",
+    "decode_due",
+    "decode_expiry",
+    "decode_record_key",
+    "due_key",
+    "expiry_key",
+    "family_range",
+    "record_key",
+    "record_prefix",
+    "ts_bytes",
+]
+
+STREAM_TIME = b"t"
+IMPRESSION = b"i"
+CLICK = b"c"
+DUE = b"d"
+EXPIRY = b"x"
+
+#: first key byte -> what the family holds (for state reports)
+FAMILY_NAMES: dict[int, str] = {
+    STREAM_TIME[0]: "stream time",
+    IMPRESSION[0]: "impressions",
+    CLICK[0]: "clicks",
+    DUE[0]: "due index",
+    EXPIRY[0]: "expiry index",
+    POSITION[0]: "positions",
+}
+
+
+def due_key(due: int, ts: int, key: str, rid: str) -> bytes:
+    """Index key of a pending click, ordered by when it can be decided."""
+    return DUE + ts_bytes(due) + ts_bytes(ts) + text_bytes(key) + rid.encode()
+
+
+def decode_due(raw: bytes) -> tuple[int, int, str, str]:
+    """``(due, ts, key, id)`` of a due key."""
+    due = int.from_bytes(raw[1:9], "big")
+    ts = int.from_bytes(raw[9:17], "big")
+    key, at = read_text(raw, 17)
+    return due, ts, key, raw[at:].decode()
+
+
+def expiry_key(ts: int, family: bytes, key: str, rid: str) -> bytes:
+    """Index key that expires record ``family/key/ts/rid`` once ``ts`` is old."""
+    return EXPIRY + ts_bytes(ts) + family + text_bytes(key) + rid.encode()
+
+
+def decode_expiry(raw: bytes) -> bytes:
+    """The record key an expiry key points at."""
+    family = raw[9:10]
+    key, at = read_text(raw, 10)
+    return record_key(family, key, int.from_bytes(raw[1:9], "big"), raw[at:].decode())
