@@ -29,15 +29,12 @@ from typing import Any
 
 from streamjoin._lazy import lazy_attributes
 from streamjoin.ads.errors import AdsConfigError
-from streamjoin.ads.policy import AdAttribution, decode_impression
+from streamjoin.ads.policy import ATTRIBUTION_WINDOW_MS, AdAttribution, decode_impression
 from streamjoin.ads.topics import AdTopics
 from streamjoin.join.policy import BadRecord
 from streamjoin.join.window import JoinWindow
 
-__all__ = ["ATTRIBUTION_WINDOW_MS", "AdsApp", "AdsSettings", "create_app", "policy_from_env"]
-
-#: how long after an impression a click may bill it
-ATTRIBUTION_WINDOW_MS = 30 * 60 * 1000
+__all__ = ["AdsApp", "AdsSettings", "create_app", "policy_from_env"]
 
 _FALSE = ("0", "false", "no", "off")
 

@@ -27,6 +27,7 @@ from streamjoin.join.state import KVState
 from streamjoin.join.window import JoinWindow
 
 __all__ = [
+    "ATTRIBUTION_WINDOW_MS",
     "MAX_EVENT_TS",
     "MIN_EVENT_TS",
     "AdAttribution",
@@ -36,6 +37,9 @@ __all__ = [
 ]
 
 #: event times outside [2000-01-01, 2100-01-01) are absurd: rejected as bad input
+#: how long after an impression a click may bill it (the policy's default window)
+ATTRIBUTION_WINDOW_MS = 30 * 60 * 1000
+
 MIN_EVENT_TS = 946_684_800_000
 MAX_EVENT_TS = 4_102_444_800_000
 
@@ -159,7 +163,7 @@ class AdAttribution:
     """
 
     window: JoinWindow = field(
-        default_factory=lambda: JoinWindow(before=0, after=30 * 60 * 1000, grace=10_000)
+        default_factory=lambda: JoinWindow(before=0, after=ATTRIBUTION_WINDOW_MS, grace=10_000)
     )
 
     @property
