@@ -218,11 +218,14 @@ async def _list_topics(bootstrap: str) -> list[str]:
 
 
 def test_speed_paces_event_time_against_the_wall_clock(broker: EmbeddedBroker) -> None:
-    """Four seconds of event time at speed 2 take about two wall-clock seconds."""
+    """Four seconds of event time at speed 2 take about two wall-clock seconds.
+
+    ``--bootstrap`` takes a comma-separated list, ``kafka://`` optional on each entry.
+    """
     started = time.monotonic()
     result = generator(
         "--bootstrap",
-        broker.bootstrap,
+        f"kafka://{broker.bootstrap},{broker.bootstrap}",
         "--create-topics",
         "--duration",
         "4",

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import random
 import re
+import subprocess
+import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +18,7 @@ import pytest
 from aiokafka.partitioner import DefaultPartitioner
 
 from streamjoin.ads import generator as gen
+from streamjoin.ads import policy
 from streamjoin.ads.attribution import Click, Impression
 from streamjoin.ads.generator import (
     ATTRIBUTION_WINDOW_MS,
@@ -29,6 +34,9 @@ from streamjoin.ads.generator import (
     record_row,
     row_value,
 )
+from streamjoin.ads.generator.cli import bootstrap_servers
+from streamjoin.ads.topics import AdTopics
+from streamjoin.join.policy import BadRecord
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "examples" / "ad_monetization" / "README.md"
@@ -125,6 +133,21 @@ def test_the_same_seed_gives_the_same_events_and_another_seed_does_not() -> None
     assert len(first) > 10_000
     other = list(generate(GeneratorConfig(seed=10, duration_ms=10 * MINUTE, rate=20)))
     assert [e.value for e in other[:50]] != [e.value for e in first[:50]]
+
+
+def test_a_fixed_seed_gives_a_pinned_record_file() -> None:
+    """The record file of a fixed run, byte for byte: refactors must not change the output.
+
+    The digest was taken from the generator before it became a package.
+    """
+    config = GeneratorConfig(seed=7, duration_ms=MINUTE, rate=50, malformed_rate=0.05, partitions=3)
+    lines = [
+        json.dumps(record_row(e, partition_for_key(e.key, 3), i), separators=(",", ":")) + "\n"
+        for i, e in enumerate(generate(config))
+    ]
+    assert len(lines) == 3574
+    digest = hashlib.sha256("".join(lines).encode()).hexdigest()
+    assert digest == "68bf8efa538c9bb7cf5790bb128c9b95fd534210e677da5a28a357b8ad485ea6"
 
 
 def test_ids_are_unique_and_carry_the_seed(long_run: list[Event]) -> None:
@@ -376,6 +399,16 @@ def test_partition_for_key_is_the_kafka_default_partitioner() -> None:
             assert partition_for_key(key, n) == partitioner(key, list(range(n)), list(range(n)))
 
 
+def test_partition_for_key_matches_kafka_on_arbitrary_bytes() -> None:
+    """The core's own murmur2 (it imports no Kafka client) hashes any bytes like Kafka's."""
+    partitioner = DefaultPartitioner()
+    rng = random.Random(0)
+    for _ in range(3_000):
+        key = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 24)))
+        n = rng.randrange(1, 64)
+        assert partition_for_key(key, n) == partitioner(key, list(range(n)), list(range(n)))
+
+
 # -- record files ------------------------------------------------------------------
 
 
@@ -425,6 +458,18 @@ def test_record_helpers_follow_renamed_topics(tmp_path: Path) -> None:
     assert impressions_from_record(rows) == []
     assert len(impressions_from_record(rows, topic="imp-x")) > 1_000
     assert len(clicks_from_record(rows, topic="clk-x")) > 100
+
+
+def test_record_helpers_decode_with_the_join_apps_decoders() -> None:
+    """A row that claims to be valid but that the join app would reject is an error."""
+    event = next(
+        e for e in generate(GeneratorConfig(seed=1, duration_ms=MINUTE)) if e.label == "click"
+    )
+    row = record_row(event, 0, 0)
+    assert clicks_from_record([row]) == [policy.decode_click(event.key, event.value)]
+    row["key"] = "someone-else"
+    with pytest.raises(BadRecord):
+        clicks_from_record([row])
 
 
 # -- configuration and command line ------------------------------------------------
@@ -502,6 +547,45 @@ def test_command_line_maps_onto_the_config() -> None:
     )
     config = gen.config_from_args(args)
     assert (config.impressions_topic, config.clicks_topic) == ("t1-impressions", "c")
+
+
+@pytest.mark.parametrize(
+    ("raw", "servers"),
+    [
+        ("h:1", "h:1"),
+        ("kafka://h:1", "h:1"),
+        ("kafka://h:1,kafka://g:2", "h:1,g:2"),
+        ("h:1, kafka://g:2 ,i:3", "h:1,g:2,i:3"),
+    ],
+)
+def test_bootstrap_takes_a_comma_separated_list(raw: str, servers: str) -> None:
+    assert bootstrap_servers(raw) == servers
+
+
+def test_rules_come_from_the_ad_policy_and_topic_names() -> None:
+    assert ATTRIBUTION_WINDOW_MS is policy.ATTRIBUTION_WINDOW_MS
+    assert (gen.MIN_VALID_TS_MS, gen.MAX_VALID_TS_MS) == (policy.MIN_EVENT_TS, policy.MAX_EVENT_TS)
+    assert AdTopics().inputs == (gen.IMPRESSIONS, gen.CLICKS)
+    config = GeneratorConfig(duration_ms=MINUTE)
+    assert (config.impressions_topic, config.clicks_topic) == AdTopics().inputs
+    args = gen._parser().parse_args(["--bootstrap", "h:1", "--topic-prefix", "p-"])
+    config = gen.config_from_args(args)
+    assert (config.impressions_topic, config.clicks_topic) == AdTopics("p-").inputs
+
+
+def test_importing_the_generator_imports_no_kafka_client() -> None:
+    code = (
+        "import sys\n"
+        "from streamjoin.ads import generator as gen\n"
+        "list(gen.generate(gen.GeneratorConfig(seed=1, impressions=50)))\n"
+        "assert not [m for m in sys.modules if m.startswith('aiokafka')], 'aiokafka imported'\n"
+        "gen.main\n"
+        "assert 'aiokafka' in sys.modules\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=False
+    )
+    assert result.returncode == 0, result.stderr
 
 
 # -- the README stays true ---------------------------------------------------------
