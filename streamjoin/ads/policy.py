@@ -36,10 +36,10 @@ __all__ = [
     "encode_outcome",
 ]
 
-#: event times outside [2000-01-01, 2100-01-01) are absurd: rejected as bad input
 #: how long after an impression a click may bill it (the policy's default window)
 ATTRIBUTION_WINDOW_MS = 30 * 60 * 1000
 
+#: event times outside [2000-01-01, 2100-01-01) are absurd: rejected as bad input
 MIN_EVENT_TS = 946_684_800_000
 MAX_EVENT_TS = 4_102_444_800_000
 

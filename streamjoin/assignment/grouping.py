@@ -10,10 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from streamjoin.assignment.errors import CopartitioningError, InvalidGroupStateError
+from streamjoin.assignment.errors import (
+    CopartitioningError,
+    InvalidGroupStateError,
+    PartitionCountError,
+)
 from streamjoin.assignment.model import GroupState, MemberState, TaskGroup
 
-__all__ = ["build_groups", "copartition_problems"]
+__all__ = ["build_groups", "copartition_problems", "declared_count_problems"]
 
 
 class _UnionFind:
@@ -64,10 +68,10 @@ def build_groups(state: GroupState, members: Sequence[MemberState]) -> tuple[Tas
         first = by_key.setdefault(key, topic)
         forest.union(first, topic)
 
+    problems = copartition_problems(state.topics, state.copartition)
+    if problems:
+        raise problems[0]
     for declared in state.copartition:
-        counts = {topic: state.topics[topic] for topic in declared}
-        if len(set(counts.values())) > 1:
-            raise CopartitioningError(counts)
         subscribed_topics = [topic for topic in declared if topic in subscribers]
         for topic in subscribed_topics[1:]:
             forest.union(subscribed_topics[0], topic)
@@ -112,7 +116,10 @@ def copartition_problems(
 ) -> list[CopartitioningError]:
     """Every declared co-partition group whose topics' partition counts differ.
 
-    Topics missing from ``counts`` (not created yet) are left out of the check.
+    The one co-partition rule: the assignor (a group state), the worker's
+    start-up check and ``streamjoin topics check`` (the broker's counts) and
+    ``app.join`` (the counts the app declares) all call it. Topics missing
+    from ``counts`` (not created yet) are left out of the check.
     """
     problems = []
     for group in declared:
@@ -120,3 +127,18 @@ def copartition_problems(
         if len(set(present.values())) > 1:
             problems.append(CopartitioningError(present))
     return problems
+
+
+def declared_count_problems(
+    declared: Mapping[str, int | None], counts: Mapping[str, int]
+) -> list[PartitionCountError]:
+    """Every topic whose count on the broker differs from the count the app declares.
+
+    Topics the app declares no count for (``None``) or that do not exist yet
+    are left out.
+    """
+    return [
+        PartitionCountError(topic, wanted, counts[topic])
+        for topic, wanted in sorted(declared.items())
+        if wanted and topic in counts and counts[topic] != wanted
+    ]

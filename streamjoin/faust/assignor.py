@@ -6,18 +6,12 @@ with the setting ``PartitionAssignor="streamjoin:PartitionAssignor"``
 pure core's (:func:`streamjoin.assignment.assign`); this module only
 translates between Kafka's group protocol, faust's router and the core.
 
-Per-worker settings come from the environment, so a plain ``faust worker``
-can set them too (``streamjoin worker`` sets them from its flags):
-
-- ``STREAMJOIN_INSTANCE_ID``: stable member identity (default: faust's
-  ``consumer_group_instance_id``, else an id kept in the data directory).
-- ``STREAMJOIN_HOST_LABEL``: no standby goes on a worker with the same label
-  as the task's active (default: the member id, i.e. only "not on the same
-  worker"; set it to the machine's name in production).
-- ``STREAMJOIN_RACK``: rack / zone; standbys prefer other racks (default none).
-- ``STREAMJOIN_CAPACITY``: integer weight of this worker's share (default 1).
-- ``STREAMJOIN_RECOVERY_LAG``: ``acceptable_recovery_lag`` in records
-  (default 10000).
+Per-worker settings (:class:`~streamjoin.membership.settings.MemberSettings`:
+instance id, host label, rack, capacity, recovery lag) come from the app's
+configuration, ``app.conf.streamjoin_member``, which ``streamjoin worker``
+sets from its flags. When it is not set (a plain ``faust worker``), they are
+read once from the ``STREAMJOIN_*`` variables
+(:meth:`~streamjoin.membership.settings.MemberSettings.from_env`).
 """
 
 from __future__ import annotations
@@ -44,6 +38,7 @@ from yarl import URL
 from streamjoin.assignment import assign
 from streamjoin.assignment.errors import AssignmentError
 from streamjoin.membership.group_state import JoinedMember, build_group_state
+from streamjoin.membership.settings import MemberSettings
 from streamjoin.membership.userdata import (
     AssignmentInfo,
     MemberInfo,
@@ -81,6 +76,7 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
         self._tps_url: dict[TP, str] = {}
         self._external_tps_url: dict[TP, str] = {}
         self.last_rebalance: dict[str, Any] = {}
+        self.settings = member_settings(app)
 
     # -- aiokafka's AbstractPartitionAssignor --------------------------------
     @property
@@ -97,9 +93,9 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
         info = MemberInfo(
             id=member["id"],
             url=str(self.app.conf.canonical_url),
-            host=os.environ.get("STREAMJOIN_HOST_LABEL") or member["id"],
-            rack=os.environ.get("STREAMJOIN_RACK") or None,
-            capacity=_int_env("STREAMJOIN_CAPACITY", 1, minimum=1),
+            host=self.settings.host_label or member["id"],
+            rack=self.settings.rack,
+            capacity=self.settings.capacity,
             generation=member.get("generation"),
             actives=member.get("actives", {}),
             standbys=member.get("standbys", {}),
@@ -141,7 +137,7 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
             changelogs=changelogs - globals_,
             global_changelogs=globals_,
             standby_replicas=self.replicas,
-            acceptable_recovery_lag=_int_env("STREAMJOIN_RECOVERY_LAG", 10_000, minimum=0),
+            acceptable_recovery_lag=self.settings.recovery_lag,
         )
         try:
             result = assign(state)
@@ -370,9 +366,7 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
             pass
         except (OSError, ValueError) as exc:
             logger.warning("streamjoin: ignoring unreadable %s (%s); starting fresh", path, exc)
-        static = (
-            os.environ.get("STREAMJOIN_INSTANCE_ID") or self.app.conf.consumer_group_instance_id
-        )
+        static = self.settings.instance_id or self.app.conf.consumer_group_instance_id
         if static:
             if member.get("id") not in (None, static):
                 member = {}  # a different identity: its claims are not ours
@@ -425,13 +419,9 @@ def _delta(before: frozenset[TP], after: frozenset[TP]) -> dict[str, int]:
     return {"gained": len(after - before), "lost": len(before - after), "kept": len(after & before)}
 
 
-def _int_env(name: str, default: int, *, minimum: int) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        logger.warning("streamjoin: %s=%r is not an integer; using %d", name, raw, default)
-        return default
-    return max(value, minimum)
+def member_settings(app: Any) -> MemberSettings:
+    """The member settings of *app*: ``app.conf.streamjoin_member``, else the environment."""
+    configured = getattr(app.conf, "streamjoin_member", None)
+    if isinstance(configured, MemberSettings):
+        return configured
+    return MemberSettings.from_env(os.environ)

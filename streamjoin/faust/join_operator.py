@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from streamjoin.assignment.grouping import copartition_problems
 from streamjoin.faust.batch_state import BatchState
 from streamjoin.join import keys
 from streamjoin.join.errors import JoinConfigError
@@ -154,12 +155,9 @@ class Join:
             for t, n in ((self.left_topic, _declared(left)), (self.right_topic, _declared(right)))
             if n
         }
-        if len(set(counts.values())) > 1:
-            raise JoinConfigError(
-                f"join {name!r}: {self.left_topic!r} declares {counts[self.left_topic]} partitions "
-                f"and {self.right_topic!r} {counts[self.right_topic]}; a join needs the same count "
-                "on both sides (declare them equal and recreate or repartition the topic)"
-            )
+        problems = copartition_problems(counts, [(self.left_topic, self.right_topic)])
+        if problems:
+            raise problems[0]
         self.partitions = (
             partitions or next(iter(counts.values()), None) or app.conf.topic_partitions
         )

@@ -1,4 +1,5 @@
-"""What an app declares about its topics, and what the broker has."""
+"""What an app declares about its topics, and what the broker has (the one
+credentialed partition-count reader)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DeclaredTopics", "broker_partition_counts", "declared_topics"]
+from streamjoin.errors import BrokerUnreachable
+
+__all__ = ["DeclaredTopics", "declared_topics", "partition_counts"]
 
 
 @dataclass(frozen=True)
@@ -42,22 +45,42 @@ def _topics_of(channel: Any) -> Iterable[Any]:
             yield channel.derive(topics=[name]) if len(topics) > 1 else channel
 
 
-async def _counts(bootstrap: str, topics: Iterable[str], timeout: float) -> dict[str, int]:
+async def _read_counts(conf: Any, topics: list[str], timeout: float) -> dict[str, int]:
     from aiokafka import AIOKafkaConsumer
+    from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth, server_list
 
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    await asyncio.wait_for(consumer.start(), timeout)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=server_list(conf.broker, 9092),
+        enable_auto_commit=False,
+        request_timeout_ms=max(int(timeout * 1000), 1000),
+        **credentials_to_aiokafka_auth(conf.broker_credentials, conf.ssl_context),
+    )
     try:
+        await asyncio.wait_for(consumer.start(), timeout)
         existing = await consumer.topics()
-        return {
-            t: len(consumer.partitions_for_topic(t) or ()) for t in sorted(topics) if t in existing
-        }
+        return {t: len(consumer.partitions_for_topic(t) or ()) for t in topics if t in existing}
     finally:
         await consumer.stop()
 
 
-def broker_partition_counts(
-    bootstrap: str, topics: Iterable[str], timeout: float = 15.0
-) -> dict[str, int]:
-    """Partition count of each of ``topics`` that exists on the broker."""
-    return asyncio.run(_counts(bootstrap, list(topics), timeout))
+def partition_counts(conf: Any, topics: Iterable[str], timeout: float = 15.0) -> dict[str, int]:
+    """Partition count of each of *topics* that exists on the broker: the one reader.
+
+    Connects with the app's ``broker``, ``broker_credentials`` and
+    ``ssl_context``, so it works on SASL and TLS clusters.
+
+    Raises:
+        BrokerUnreachable: the metadata cannot be read (broker gone, wrong
+            security settings, credentials refused); the cause is chained.
+    """
+    from aiokafka.errors import KafkaError
+
+    try:
+        return asyncio.run(_read_counts(conf, sorted(set(topics)), timeout))
+    except (TimeoutError, KafkaError, OSError) as exc:
+        shown = ", ".join(f"{u.host}:{u.port or 9092}" for u in conf.broker)
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        raise BrokerUnreachable(
+            f"cannot read topic metadata from {shown} ({type(exc).__name__}: {text}); "
+            "check the broker address and --security-protocol and its credentials"
+        ) from exc

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from streamjoin.errors import ConfigurationError, StreamjoinError
 
-__all__ = ["JoinConfigError", "JoinCopartitionError", "JoinError"]
+__all__ = ["JoinConfigError", "JoinError"]
 
 
 class JoinError(StreamjoinError):
@@ -14,6 +14,3 @@ class JoinError(StreamjoinError):
 class JoinConfigError(JoinError, ConfigurationError):
     """A join window or join declaration is invalid."""
 
-
-class JoinCopartitionError(JoinConfigError):
-    """The two topics of a join have different partition counts on the broker."""

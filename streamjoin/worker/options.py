@@ -17,9 +17,12 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamjoin.worker.errors import WorkerSettingsError
+
+if TYPE_CHECKING:
+    from yarl import URL
 
 __all__ = [
     "DEFAULT_WEB_BIND",
@@ -30,6 +33,7 @@ __all__ = [
     "SSL_KEY_PASSWORD_ENV",
     "KafkaSecurity",
     "WorkerSettingsError",
+    "broker_urls",
     "envvar",
 ]
 
@@ -54,6 +58,25 @@ _TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 def envvar(option: str) -> str:
     """The environment variable of a worker option: ``web-bind`` -> ``STREAMJOIN_WEB_BIND``."""
     return ENV_PREFIX + option.lstrip("-").upper().replace("-", "_")
+
+
+def broker_urls(text: str) -> list[URL]:
+    """Broker URLs from a ``--broker`` value: the one parser of broker lists.
+
+    Entries are separated by commas or semicolons (faust's separator); an
+    entry without a scheme gets ``kafka://``.
+
+    Raises:
+        WorkerSettingsError: the value names no broker.
+    """
+    from yarl import URL
+
+    entries = [e.strip() for e in text.replace(";", ",").split(",") if e.strip()]
+    if not entries:
+        raise WorkerSettingsError(
+            f"--broker {text!r} names no broker; give e.g. kafka://127.0.0.1:9092"
+        )
+    return [URL(e if "://" in e else f"kafka://{e}") for e in entries]
 
 
 def _name(flag: str) -> str:

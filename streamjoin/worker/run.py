@@ -6,7 +6,6 @@ run a worker without going through the command line.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import socket
@@ -16,14 +15,17 @@ from pathlib import Path
 from typing import Any
 
 from streamjoin.dev.broker import free_port
+from streamjoin.membership.settings import MemberSettings
 from streamjoin.worker.errors import AppImportError, BrokerUnreachable
 from streamjoin.worker.load import load_object
-from streamjoin.worker.options import DEFAULT_WEB_BIND, KafkaSecurity
+from streamjoin.worker.options import DEFAULT_WEB_BIND, KafkaSecurity, broker_urls
+
+#: faust's default web port, which every worker on a machine would share
+FAUST_WEB_PORT = 6066
 
 __all__ = [
     "WorkerOptions",
     "check_broker",
-    "check_joins",
     "configure_app",
     "load_app",
     "run_worker",
@@ -132,42 +134,6 @@ def check_broker(urls: list[Any], timeout: float) -> None:
     )
 
 
-def _export_environment(options: WorkerOptions) -> None:
-    """Pass options as faust's environment variables, before the app is imported.
-
-    faust reads them when the app's settings are built, in place of what the
-    app passes; :func:`configure_app` then sets the same values on
-    ``app.conf`` (an app that built its settings before this still gets them).
-    """
-    if options.datadir is not None:
-        os.environ["APP_DATADIR"] = str(options.datadir)
-    if options.broker is not None:
-        os.environ["BROKER_URL"] = options.broker
-    if options.standby_replicas is not None:
-        os.environ["TABLE_STANDBY_REPLICAS"] = str(options.standby_replicas)
-    if options.replication_factor is not None:
-        os.environ["TOPIC_REPLICATION_FACTOR"] = str(options.replication_factor)
-    os.environ["WEB_BIND"] = options.web_bind
-    # faust binds its web port even with the web server off: without
-    # --web-port each worker gets a free one instead of faust's 6066.
-    web_port = options.web_port if options.web_port is not None else free_port()
-    os.environ["WEB_PORT"] = str(web_port)
-    # read by streamjoin's assignor (see streamjoin.faust.assignor)
-    assignor_env = {
-        "STREAMJOIN_RACK": options.rack,
-        "STREAMJOIN_HOST_LABEL": options.host_label,
-        "STREAMJOIN_INSTANCE_ID": options.instance_id,
-        "STREAMJOIN_CAPACITY": None if options.capacity is None else str(options.capacity),
-        "STREAMJOIN_RECOVERY_LAG": (
-            None if options.recovery_lag is None else str(options.recovery_lag)
-        ),
-        "CONSUMER_GROUP_INSTANCE_ID": options.instance_id,
-    }
-    for name, value in assignor_env.items():
-        if value is not None:
-            os.environ[name] = value
-
-
 def _override(conf: Any, name: str, value: Any) -> None:
     """Set ``conf.<name>`` only when it differs (a late change makes faust warn).
 
@@ -188,9 +154,9 @@ def configure_app(app: Any, options: WorkerOptions) -> None:
 
     conf = app.conf
     if options.broker is not None:
-        wanted = [URL(u.strip()) for u in options.broker.split(";") if u.strip()]
+        wanted = broker_urls(options.broker)
         if list(object.__getattribute__(conf, "_broker") or ()) != wanted:
-            conf.broker = options.broker
+            conf.broker = wanted
     if options.datadir is not None:
         _override(conf, "datadir", Path(options.datadir))
     if options.standby_replicas is not None:
@@ -204,65 +170,26 @@ def configure_app(app: Any, options: WorkerOptions) -> None:
             _override(conf, "ssl_context", None)
     if options.web_port is not None:
         _override(conf, "web_port", options.web_port)
+    elif object.__getattribute__(conf, "_web_port") == FAUST_WEB_PORT:
+        # faust binds its web port even with the web server off: an app that
+        # sets none gets a free one instead of faust's 6066
+        _override(conf, "web_port", free_port())
     if options.web_host is not None:
         _override(conf, "web_host", options.web_host)
     _override(conf, "web_bind", options.web_bind)
     if options.web is not None:
         _override(conf, "web_enabled", options.web)
     _override(conf, "canonical_url", URL(f"http://{conf.web_host}:{conf.web_port}"))
-
-
-async def _partition_counts(conf: Any, topics: list[str], timeout: float) -> dict[str, int]:
-    """Partition count of each of *topics* on the broker, with the app's credentials."""
-    from aiokafka import AIOKafkaConsumer
-    from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth, server_list
-
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=server_list(conf.broker, 9092),
-        enable_auto_commit=False,
-        request_timeout_ms=max(int(timeout * 1000), 1000),
-        **credentials_to_aiokafka_auth(conf.broker_credentials, conf.ssl_context),
+    if options.instance_id is not None:
+        # Kafka static membership, and the member's stable identity
+        _override(conf, "consumer_group_instance_id", options.instance_id)
+    conf.streamjoin_member = MemberSettings.from_env(os.environ).overridden(
+        instance_id=options.instance_id,
+        host_label=options.host_label,
+        rack=options.rack,
+        capacity=options.capacity,
+        recovery_lag=options.recovery_lag,
     )
-    try:
-        await asyncio.wait_for(consumer.start(), timeout)
-        existing = await consumer.topics()
-        return {t: len(consumer.partitions_for_topic(t) or ()) for t in topics if t in existing}
-    finally:
-        with contextlib.suppress(Exception):
-            await consumer.stop()
-
-
-def check_joins(app: Any, timeout: float) -> None:
-    """The start-up partition-count check, over the app's own connection settings.
-
-    Every join and every declared co-partition group
-    (:func:`streamjoin.faust.checks.partition_problems`); the broker's
-    counts are read with the app's ``broker_credentials``, so it works on SASL/TLS
-    clusters.
-
-    Raises:
-        BrokerUnreachable: the topic metadata cannot be read (wrong security
-            settings, credentials refused, broker gone).
-        JoinCopartitionError: topics read together have different partition counts.
-    """
-    from streamjoin.faust.checks import partition_problems, topics_to_check
-    from streamjoin.join.errors import JoinCopartitionError
-
-    topics = topics_to_check(app)
-    if not topics:
-        return
-    try:
-        counts = asyncio.run(_partition_counts(app.conf, topics, timeout))
-    except Exception as exc:
-        shown = ", ".join("{}:{}".format(*_host_port(u)) for u in app.conf.broker)
-        text = " ".join(str(exc).split()) or type(exc).__name__
-        raise BrokerUnreachable(
-            f"cannot read topic metadata from {shown} ({type(exc).__name__}: {text}); "
-            "check the broker address and --security-protocol and its credentials"
-        ) from None
-    problems = partition_problems(app, counts)
-    if problems:
-        raise JoinCopartitionError("; ".join(problems))
 
 
 def run_worker(options: WorkerOptions) -> int:
@@ -272,14 +199,15 @@ def run_worker(options: WorkerOptions) -> int:
         WorkerSettingsError: contradicting settings, unusable TLS files.
         AppImportError: the app cannot be loaded.
         BrokerUnreachable: the broker does not answer.
-        JoinCopartitionError: the topics of a join have different partition counts.
+        TopicMismatchError: topics read together (a join's) have different partition counts.
     """
     options.security.credentials()  # contradictions and unusable TLS files fail first
-    _export_environment(options)
     app = load_app(options.app)
     configure_app(app, options)
     check_broker(list(app.conf.broker), options.broker_timeout)
-    check_joins(app, options.broker_timeout)
+    from streamjoin.faust.checks import check_topics
+
+    check_topics(app, options.broker_timeout)
     from faust.worker import Worker
 
     kwargs: dict[str, Any] = {

@@ -297,3 +297,13 @@ def test_the_garbage_collector_is_restored_after_an_assignment() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_declared_count_problems_name_topic_both_counts_and_the_fix() -> None:
+    from streamjoin.assignment.grouping import declared_count_problems
+
+    declared = {"a": 4, "b": None, "c": 6, "not-created": 3}
+    problems = declared_count_problems(declared, {"a": 4, "b": 2, "c": 5})
+    assert [(p.topic, p.declared, p.actual) for p in problems] == [("c", 6, 5)]
+    assert "'c' has 5 partitions on the broker but the app declares 6" in str(problems[0])
+    assert "Fix:" in str(problems[0])

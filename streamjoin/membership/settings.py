@@ -1,0 +1,114 @@
+"""A member's own assignment settings: identity, host label, rack, capacity, recovery lag.
+
+They travel through the app's configuration (``app.conf.streamjoin_member``,
+set by ``streamjoin worker`` from its flags or by :class:`streamjoin.App`).
+A plain ``faust -A app worker`` sets them with ``STREAMJOIN_*`` variables,
+which :meth:`MemberSettings.from_env` reads: the one place that reads them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from streamjoin.errors import ConfigurationError
+
+__all__ = ["DEFAULT_RECOVERY_LAG", "ENV_NAMES", "MemberSettings", "MemberSettingsError"]
+
+#: records of changelog lag at which a member still counts as caught up
+DEFAULT_RECOVERY_LAG = 10_000
+
+#: field -> environment variable
+ENV_NAMES: dict[str, str] = {
+    "instance_id": "STREAMJOIN_INSTANCE_ID",
+    "host_label": "STREAMJOIN_HOST_LABEL",
+    "rack": "STREAMJOIN_RACK",
+    "capacity": "STREAMJOIN_CAPACITY",
+    "recovery_lag": "STREAMJOIN_RECOVERY_LAG",
+}
+
+
+class MemberSettingsError(ConfigurationError):
+    """A member setting is malformed (a capacity that is not a positive integer, ...)."""
+
+
+@dataclass(frozen=True)
+class MemberSettings:
+    """What this worker tells the group leader about itself.
+
+    Attributes:
+        instance_id: stable identity (default: faust's
+            ``consumer_group_instance_id``, else an id kept in the data directory).
+        host_label: no standby goes on a member with the same label as the
+            task's active (default: the member id; set it to the machine's name).
+        rack: rack or zone; a task's copies spread over racks.
+        capacity: integer weight of this member's share of tasks (>= 1).
+        recovery_lag: ``acceptable_recovery_lag`` when this member leads (>= 0).
+    """
+
+    instance_id: str | None = None
+    host_label: str | None = None
+    rack: str | None = None
+    capacity: int = 1
+    recovery_lag: int = DEFAULT_RECOVERY_LAG
+
+    def __post_init__(self) -> None:
+        if isinstance(self.capacity, bool) or not isinstance(self.capacity, int):
+            raise MemberSettingsError(f"capacity must be an integer >= 1, got {self.capacity!r}")
+        if self.capacity < 1:
+            raise MemberSettingsError(f"capacity must be >= 1, got {self.capacity}")
+        if isinstance(self.recovery_lag, bool) or not isinstance(self.recovery_lag, int):
+            raise MemberSettingsError(
+                f"recovery lag must be an integer >= 0, got {self.recovery_lag!r}"
+            )
+        if self.recovery_lag < 0:
+            raise MemberSettingsError(f"recovery lag must be >= 0, got {self.recovery_lag}")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> MemberSettings:
+        """Settings from the ``STREAMJOIN_*`` variables of *environ* (unset: defaults).
+
+        Raises:
+            MemberSettingsError: a number is malformed.
+        """
+
+        def text(field: str) -> str | None:
+            return environ.get(ENV_NAMES[field]) or None
+
+        def number(field: str, default: int) -> int:
+            raw = text(field)
+            if raw is None:
+                return default
+            try:
+                return int(raw)
+            except ValueError:
+                raise MemberSettingsError(
+                    f"{ENV_NAMES[field]}={raw!r}: give a whole number"
+                ) from None
+
+        return cls(
+            instance_id=text("instance_id"),
+            host_label=text("host_label"),
+            rack=text("rack"),
+            capacity=number("capacity", 1),
+            recovery_lag=number("recovery_lag", DEFAULT_RECOVERY_LAG),
+        )
+
+    def overridden(
+        self,
+        *,
+        instance_id: str | None = None,
+        host_label: str | None = None,
+        rack: str | None = None,
+        capacity: int | None = None,
+        recovery_lag: int | None = None,
+    ) -> MemberSettings:
+        """These settings with every given (not ``None``) value replaced."""
+        given = {
+            "instance_id": instance_id,
+            "host_label": host_label,
+            "rack": rack,
+            "capacity": capacity,
+            "recovery_lag": recovery_lag,
+        }
+        return replace(self, **{k: v for k, v in given.items() if v is not None})
