@@ -39,6 +39,7 @@ from streamjoin.assignment import assign
 from streamjoin.assignment.errors import AssignmentError
 from streamjoin.membership.group_state import JoinedMember, build_group_state
 from streamjoin.membership.settings import MemberSettings
+from streamjoin.membership.shares import member_shares
 from streamjoin.membership.userdata import (
     AssignmentInfo,
     MemberInfo,
@@ -147,50 +148,17 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
             raise
         # by Kafka member id: two members claiming one stable id keep their own urls
         urls = {j.member_id: j.info.url for j in joined if j.info is not None}
-        order = sorted(result.members)
-        url_list = tuple(urls.get(member_ids[mid], "") for mid in order)
-        index = {mid: i for i, mid in enumerate(order)}
-        routes: dict[str, list[int]] = {
-            t: [-1] * n for t, n in partitions.items() if t not in globals_
-        }
-        for mid, owned in result.members.items():
-            for topic, parts in owned.actives.items():
-                if topic in routes:
-                    for p in parts:
-                        routes[topic][p] = index[mid]
-        groups = {t: g.index for g in result.groups for t in g.topics}
-        out: dict[str, ConsumerProtocolMemberAssignment] = {}
-        for mid, owned in result.members.items():
-            actives = {t: list(p) for t, p in owned.actives.items()}
-            standbys = {t: list(p) for t, p in owned.standbys.items()}
-            protocol: dict[str, set[int]] = {}
-            for source in (actives, standbys):
-                for t, numbers in source.items():
-                    protocol.setdefault(t, set()).update(numbers)
-            share = AssignmentInfo(
-                generation=result.generation,
-                actives=actives,
-                standbys=standbys,
-                urls=url_list,
-                routes={t: tuple(o) for t, o in routes.items()},
-                groups=groups,
-            )
-            out[member_ids[mid]] = ConsumerProtocolMemberAssignment(
+        shares = member_shares(
+            result, member_ids, urls, partitions, unrouted=globals_, members=members
+        )
+        out = {
+            member_id: ConsumerProtocolMemberAssignment(
                 self.protocol_version,
-                sorted((t, sorted(numbers)) for t, numbers in protocol.items()),
-                encode_assignment(share),
+                [(t, list(parts)) for t, parts in share.partitions],
+                encode_assignment(share.info),
             )
-        for member_id in members:
-            out.setdefault(
-                member_id,
-                ConsumerProtocolMemberAssignment(
-                    self.protocol_version,
-                    [],
-                    encode_assignment(
-                        AssignmentInfo(result.generation, {}, {}, url_list, {}, groups)
-                    ),
-                ),
-            )
+            for member_id, share in shares.items()
+        }
         stats = result.stats
         logger.info(
             "streamjoin: assigned generation %d: %d members, %d tasks, spread %s/%s, "

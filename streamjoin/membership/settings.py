@@ -104,11 +104,11 @@ class MemberSettings:
         recovery_lag: int | None = None,
     ) -> MemberSettings:
         """These settings with every given (not ``None``) value replaced."""
-        given = {
-            "instance_id": instance_id,
-            "host_label": host_label,
-            "rack": rack,
-            "capacity": capacity,
-            "recovery_lag": recovery_lag,
-        }
-        return replace(self, **{k: v for k, v in given.items() if v is not None})
+        return replace(
+            self,
+            instance_id=self.instance_id if instance_id is None else instance_id,
+            host_label=self.host_label if host_label is None else host_label,
+            rack=self.rack if rack is None else rack,
+            capacity=self.capacity if capacity is None else capacity,
+            recovery_lag=self.recovery_lag if recovery_lag is None else recovery_lag,
+        )

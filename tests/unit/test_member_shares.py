@@ -1,0 +1,112 @@
+"""The leader's translation of the core's assignment into per-member shares, and member settings."""
+
+from __future__ import annotations
+
+import pytest
+
+from streamjoin.assignment import assign
+from streamjoin.membership.group_state import JoinedMember, build_group_state
+from streamjoin.membership.settings import MemberSettings, MemberSettingsError
+from streamjoin.membership.shares import member_shares
+from streamjoin.membership.userdata import MemberInfo, decode_assignment, encode_assignment
+
+PARTITIONS = {"imp": 4, "clk": 4, "state-changelog": 4, "global-changelog": 2}
+
+
+def _joined(kafka_id: str, stable: str) -> JoinedMember:
+    info = MemberInfo(id=stable, url=f"http://{stable}:1", host=stable)
+    return JoinedMember(kafka_id, tuple(sorted(PARTITIONS)), info)
+
+
+def _shares(standbys: int = 1) -> tuple[dict, object]:
+    joined = [_joined("k-b", "b"), _joined("k-a", "a"), _joined("k-c", "c")]
+    state, kafka_ids = build_group_state(
+        joined,
+        PARTITIONS,
+        copartition=[("imp", "clk", "state-changelog")],
+        changelogs=["state-changelog"],
+        global_changelogs=["global-changelog"],
+        standby_replicas=standbys,
+    )
+    result = assign(state)
+    urls = {j.member_id: j.info.url for j in joined if j.info}
+    shares = member_shares(
+        result,
+        kafka_ids,
+        urls,
+        PARTITIONS,
+        unrouted=["global-changelog"],
+        members=["k-a", "k-b", "k-c", "k-late"],
+    )
+    return shares, result
+
+
+def test_every_partition_routes_to_the_member_that_has_it_active() -> None:
+    shares, _ = _shares()
+    assert set(shares) == {"k-a", "k-b", "k-c", "k-late"}
+    info = shares["k-a"].info
+    assert info.urls == ("http://a:1", "http://b:1", "http://c:1")  # by stable id
+    assert "global-changelog" not in info.routes
+    for topic in ("imp", "clk", "state-changelog"):
+        owners = info.routes[topic]
+        assert len(owners) == 4 and -1 not in owners
+        for partition, index in enumerate(owners):
+            owner = "abc"[index]
+            assert partition in shares[f"k-{owner}"].info.actives[topic]
+    # every member sees the same routing table and groups
+    seen = {(tuple(sorted(s.info.routes.items())), s.info.generation) for s in shares.values()}
+    assert len(seen) == 1
+
+
+def test_the_protocol_assignment_is_actives_and_standbys_together() -> None:
+    shares, _ = _shares()
+    for member_id in ("k-a", "k-b", "k-c"):
+        share = shares[member_id]
+        fetched = dict(share.partitions)
+        assert list(fetched) == sorted(fetched)
+        for topic in set(share.info.actives) | set(share.info.standbys):
+            union = set(share.info.actives.get(topic, ())) | set(share.info.standbys.get(topic, ()))
+            assert fetched[topic] == tuple(sorted(union))
+        assert not set(share.info.actives.get("state-changelog", ())) & set(
+            share.info.standbys.get("state-changelog", ())
+        )
+    total_standbys = sum(
+        len(s.info.standbys.get("state-changelog", ())) for s in shares.values()
+    )
+    assert total_standbys == 4
+
+
+def test_a_member_the_core_gave_nothing_gets_an_empty_share_with_routes() -> None:
+    shares, _ = _shares()
+    late = shares["k-late"]
+    assert late.partitions == () and late.info.actives == {} and late.info.standbys == {}
+    assert late.info.routes == shares["k-a"].info.routes
+    decoded = decode_assignment(encode_assignment(late.info))
+    assert decoded is not None and decoded.routes == late.info.routes
+
+
+def test_member_settings_from_env_and_overrides() -> None:
+    env = {
+        "STREAMJOIN_RACK": "r1",
+        "STREAMJOIN_CAPACITY": "3",
+        "STREAMJOIN_RECOVERY_LAG": "0",
+        "STREAMJOIN_HOST_LABEL": "",
+    }
+    settings = MemberSettings.from_env(env)
+    assert settings == MemberSettings(rack="r1", capacity=3, recovery_lag=0)
+    assert settings.overridden(rack="r2", capacity=None).rack == "r2"
+    assert settings.overridden(rack="r2").capacity == 3
+    assert MemberSettings.from_env({}) == MemberSettings()
+
+
+@pytest.mark.parametrize(
+    ("env", "needle"),
+    [
+        ({"STREAMJOIN_CAPACITY": "two"}, "STREAMJOIN_CAPACITY='two'"),
+        ({"STREAMJOIN_CAPACITY": "0"}, "capacity must be >= 1"),
+        ({"STREAMJOIN_RECOVERY_LAG": "-1"}, "recovery lag must be >= 0"),
+    ],
+)
+def test_bad_member_settings_say_which_and_why(env: dict[str, str], needle: str) -> None:
+    with pytest.raises(MemberSettingsError, match=needle):
+        MemberSettings.from_env(env)
