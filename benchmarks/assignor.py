@@ -7,7 +7,8 @@ for each assignor it measures, in a fresh subprocess per measurement:
 * the rebalance from that assignor's OWN fresh result after the scenario's change (a
   member joins or leaves),
 
-and judges both results with ``benchmarks/metrics.py`` (same code for both assignors).
+and judges both results with ``benchmarks/metrics`` (same code for both assignors);
+``benchmarks/assignor_report.py`` prints them side by side.
 
 Time is wall-clock ``time.perf_counter`` around the assignor call only: building the
 document (and, for faust, encoding each member's metadata the way a worker does before
@@ -46,41 +47,18 @@ ROOT = Path(__file__).resolve().parent.parent
 if __package__ in (None, ""):
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import faust_peer, metrics, scenarios  # noqa: E402
-
-ASSIGNORS = ("streamjoin", "faust")
-LABELS = {"streamjoin": "streamjoin", "faust": f"faust {faust_peer.FAUST_VERSION}"}
-MEMORY_METHOD = (
-    "peak RSS growth during the call (VmHWM reset via /proc/self/clear_refs; "
-    "ru_maxrss when that is unavailable)"
+from benchmarks import faust_peer, scenarios  # noqa: E402
+from benchmarks.assignor_report import (  # noqa: E402
+    ASSIGNORS,
+    LABELS,
+    render_scenario,
+    render_summary,
 )
-
-
-def _log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
+from benchmarks.harness.measure import PEAK_RSS_METHOD, PeakRss  # noqa: E402
+from benchmarks.harness.report import log  # noqa: E402
+from benchmarks.metrics import quality  # noqa: E402
 
 # ---------------------------------------------------------------- measuring (child side)
-
-
-def _status_kib(field: str) -> int | None:
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
-def _reset_peak() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w", encoding="ascii") as clear:
-            clear.write("5")
-    except OSError:
-        return False
-    return True
 
 
 def _run_child(spec_path: str) -> int:
@@ -117,23 +95,17 @@ def _run_child(spec_path: str) -> int:
 
         gc.collect()
         Path(f"{spec['out']}.started").touch()
-        reset = _reset_peak()
-        rss_before = _status_kib("VmRSS") or 0
+        peak = PeakRss()
         seconds = call()
         Path(f"{spec['out']}.finished").touch()
-        if reset:
-            peak_kib = (_status_kib("VmHWM") or 0) - rss_before
-        else:
-            import resource
-
-            peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before
+        peak_bytes = peak.growth_bytes()
         output = faust_peer.to_output(prepared) if spec["assignor"] == "faust" else (
             holder["output"]
         )
         result = {
             "status": "ok",
             "seconds": seconds,
-            "peak_bytes": max(0, peak_kib) * 1024,
+            "peak_bytes": peak_bytes,
             "output": output,
         }
     except Exception as exc:
@@ -168,14 +140,14 @@ def _measure(
     )
     env = dict(os.environ, PYTHONHASHSEED="0")
     command = [sys.executable, str(Path(__file__).resolve()), "--child", str(spec)]
-    _log(f"  {LABELS[assignor]:<14} {phase:<9} … (budget {budget:g} s)")
+    log(f"  {LABELS[assignor]:<14} {phase:<9} … (budget {budget:g} s)")
     started = time.perf_counter()
     child = subprocess.Popen(command, env=env, start_new_session=True)
     code = _wait(child, out, budget, _setup_allowance(scenario))
     if code is None:
         os.killpg(child.pid, signal.SIGKILL)
         child.wait()
-        _log(f"  {LABELS[assignor]:<14} {phase:<9} timed out")
+        log(f"  {LABELS[assignor]:<14} {phase:<9} timed out")
         return {"status": "timeout", "budget": budget}
     if code != 0 or not out.exists():
         return {"status": "error", "error": f"measuring process exited with {code}"}
@@ -184,10 +156,10 @@ def _measure(
         return {"status": "timeout", "budget": budget}
     elapsed = time.perf_counter() - started
     if result.get("status") == "ok":
-        _log(f"  {LABELS[assignor]:<14} {phase:<9} {result['seconds']:.3f} s "
+        log(f"  {LABELS[assignor]:<14} {phase:<9} {result['seconds']:.3f} s "
              f"(process {elapsed:.1f} s)")
     else:
-        _log(f"  {LABELS[assignor]:<14} {phase:<9} {result.get('error')}")
+        log(f"  {LABELS[assignor]:<14} {phase:<9} {result.get('error')}")
     result["output_path"] = str(out)
     return result
 
@@ -227,25 +199,25 @@ def run_scenario(
     scenario: scenarios.Scenario, workdir: Path, budget: float, encode: bool
 ) -> dict[str, Any]:
     """Both assignors, fresh and rebalance, with metrics; raw figures as a dict."""
-    _log(f"[{scenario.name}] {scenario.title}")
+    log(f"[{scenario.name}] {scenario.title}")
     fresh_document = scenario.fresh_document()
     figures: dict[str, Any] = {"title": scenario.title, "change": scenario.change}
     for assignor in ASSIGNORS:
         fresh = _measure(workdir, assignor, scenario, "fresh", None, budget, encode)
         entry: dict[str, Any] = {"fresh": _public(fresh)}
         if fresh.get("status") == "ok":
-            _log(f"  {LABELS[assignor]:<14} judging fresh result")
-            entry["fresh"]["metrics"] = metrics.evaluate(fresh_document, fresh["output"])
+            log(f"  {LABELS[assignor]:<14} judging fresh result")
+            entry["fresh"]["metrics"] = quality.evaluate(fresh_document, fresh["output"])
             rebalance = _measure(
                 workdir, assignor, scenario, "rebalance", Path(fresh["output_path"]), budget,
                 encode,
             )
             entry["rebalance"] = _public(rebalance)
             if rebalance.get("status") == "ok":
-                _log(f"  {LABELS[assignor]:<14} judging rebalance result")
+                log(f"  {LABELS[assignor]:<14} judging rebalance result")
                 document = scenario.rebalance_document(fresh_document, fresh["output"])
                 change, member = scenarios.changed_member(fresh_document, document)
-                entry["rebalance"]["metrics"] = metrics.evaluate(
+                entry["rebalance"]["metrics"] = quality.evaluate(
                     document, rebalance["output"], fresh["output"],
                     joiner=member if change == "join" else None,
                 )
@@ -267,177 +239,6 @@ def _public(result: Mapping[str, Any]) -> dict[str, Any]:
     if stats:
         public["stats"] = stats
     return public
-
-
-# ---------------------------------------------------------------- printing
-
-
-def _time(entry: Mapping[str, Any]) -> str:
-    status = entry.get("status")
-    if status == "ok":
-        if entry["seconds"] < 0.1:
-            return f"{entry['seconds'] * 1000:.2f} ms"
-        return f"{entry['seconds']:.3f} s"
-    if status == "timeout":
-        return f"> {entry['budget']:g} s (timed out)"
-    if status == "not run":
-        return "not run"
-    return "error"
-
-
-def _memory(entry: Mapping[str, Any]) -> str:
-    if entry.get("status") != "ok":
-        return "–"
-    if entry["peak_bytes"] < 2**20:
-        return f"{entry['peak_bytes'] / 2**10:.0f} KiB"
-    return f"{entry['peak_bytes'] / 2**20:.1f} MiB"
-
-
-def _ratio(mine: Mapping[str, Any], peer: Mapping[str, Any]) -> str:
-    if mine.get("status") != "ok":
-        return "–"
-    fast = max(mine["seconds"], 1e-6)
-    if peer.get("status") == "ok":
-        return f"{peer['seconds'] / fast:.1f}×"
-    if peer.get("status") == "timeout":
-        return f"> {peer['budget'] / fast:.0f}×"
-    return "–"
-
-
-def _metric(entry: Mapping[str, Any], render: Any) -> str:
-    found = entry.get("metrics")
-    if not found:
-        return "–"
-    return str(render(found))
-
-
-def _spread(m: Mapping[str, Any]) -> str:
-    return f"{_num(m['spread_total'])} / {_num(m['spread_group_max'])}" + (
-        f"  ({m['active_min']}..{m['active_max']})"
-    )
-
-
-def _standby_spread(m: Mapping[str, Any]) -> str:
-    if m["standby_spread_total"] is None:
-        return "n/a"
-    return (f"{_num(m['standby_spread_total'])} / {_num(m['standby_spread_group_max'])}"
-            f"  ({m['standby_min']}..{m['standby_max']})")
-
-
-def _num(value: float) -> str:
-    return f"{value:g}"
-
-
-def _moves(m: Mapping[str, Any]) -> str:
-    exact = "" if m["min_moves_exact"] else " (bound)"
-    forced = f", {m['forced_moves']} forced" if m["forced_moves"] else ""
-    return f"{m['moved']} / {m['min_moves']}{exact}{forced}"
-
-
-def _joiner(m: Mapping[str, Any]) -> str:
-    if "joiner_tasks" not in m:
-        return "n/a"
-    low, high = m["joiner_fair"]
-    fair = f"{low}" if low == high else f"{low}–{high}"
-    return f"{m['joiner_tasks']} (fair {fair})"
-
-
-def _joiner_tasks(m: Mapping[str, Any]) -> str:
-    return str(m.get("joiner_tasks", "–"))
-
-
-def _warm(m: Mapping[str, Any]) -> str:
-    if not m["warm_possible"] and not m["warm"] and not m["cold"]:
-        return "n/a"
-    joiner = f", {m['cold_to_joiner']} to the joiner" if "joiner_tasks" in m else ""
-    reach = m.get("warm_reachable")
-    bound = f" (≤ {reach} reachable balanced)" if reach is not None else ""
-    return (
-        f"{m['warm']} / {m['warm_possible']}{bound}; cold {m['cold']}"
-        f" ({m['cold_with_standby']} despite a standby{joiner})"
-    )
-
-
-def _violations(m: Mapping[str, Any]) -> str:
-    found = m["violations"]
-    if not found:
-        return "none"
-    return ", ".join(f"{k} {v}" for k, v in found.items())
-
-
-def render_scenario(name: str, figures: Mapping[str, Any]) -> str:
-    """The side-by-side block for one scenario."""
-    mine, peer = figures["streamjoin"], figures["faust"]
-    rows: list[tuple[str, str, str, str]] = [
-        ("fresh time", _time(mine["fresh"]), _time(peer["fresh"]),
-         _ratio(mine["fresh"], peer["fresh"])),
-        ("rebalance time", _time(mine["rebalance"]), _time(peer["rebalance"]),
-         _ratio(mine["rebalance"], peer["rebalance"])),
-        ("peak memory fresh", _memory(mine["fresh"]), _memory(peer["fresh"]), ""),
-        ("peak memory rebalance", _memory(mine["rebalance"]), _memory(peer["rebalance"]), ""),
-    ]
-    for phase in ("fresh", "rebalance"):
-        a, b = mine[phase], peer[phase]
-        rows += [
-            (f"{phase}: spread total / group (min..max)", _metric(a, _spread),
-             _metric(b, _spread), ""),
-            (f"{phase}: standby spread total / group (min..max)", _metric(a, _standby_spread),
-             _metric(b, _standby_spread), ""),
-            (f"{phase}: violations", _metric(a, _violations), _metric(b, _violations), ""),
-        ]
-    rows += [
-        ("moves / minimum", _metric(mine["rebalance"], _moves),
-         _metric(peer["rebalance"], _moves), ""),
-        ("joining member's tasks", _metric(mine["rebalance"], _joiner),
-         _metric(peer["rebalance"], _joiner), ""),
-        ("warm / warm possible; cold", _metric(mine["rebalance"], _warm),
-         _metric(peer["rebalance"], _warm), ""),
-    ]
-    encode = peer["fresh"].get("stats", {}).get("encode_s")
-    if encode is not None:
-        rows.append(("faust wire encoding (fresh)", "", f"{encode:.3f} s", ""))
-    header = ("", LABELS["streamjoin"], LABELS["faust"], "faust/streamjoin")
-    widths = [max(len(r[i]) for r in [*rows, header]) for i in range(4)]
-    lines = [f"== {name}: {figures['title']}"]
-    for row in [header, *rows]:
-        lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths,
-                                                                        strict=True)).rstrip())
-    for assignor in ASSIGNORS:
-        for phase in ("fresh", "rebalance"):
-            error = figures[assignor][phase].get("error")
-            if error:
-                lines.append(f"  ! {LABELS[assignor]} {phase}: {error}")
-    return "\n".join(lines)
-
-
-def render_summary(results: Mapping[str, Any]) -> str:
-    """One line per scenario: times, ratios, spreads and moves."""
-    header = ("scenario", "sj fresh", "faust fresh", "ratio", "sj rebal", "faust rebal",
-              "ratio", "sj spread", "faust spread", "sj moves/min", "faust moves/min",
-              "joiner sj/faust")
-    rows = [header]
-    for name, figures in results.items():
-        mine, peer = figures["streamjoin"], figures["faust"]
-        rows.append((
-            name,
-            _time(mine["fresh"]), _time(peer["fresh"]), _ratio(mine["fresh"], peer["fresh"]),
-            _time(mine["rebalance"]), _time(peer["rebalance"]),
-            _ratio(mine["rebalance"], peer["rebalance"]),
-            _metric(mine["rebalance"], lambda m: f"{_num(m['spread_total'])}/"
-                    f"{_num(m['spread_group_max'])}"),
-            _metric(peer["rebalance"], lambda m: f"{_num(m['spread_total'])}/"
-                    f"{_num(m['spread_group_max'])}"),
-            _metric(mine["rebalance"], lambda m: f"{m['moved']}/{m['min_moves']}"),
-            _metric(peer["rebalance"], lambda m: f"{m['moved']}/{m['min_moves']}"),
-            (f"{_metric(mine['rebalance'], _joiner_tasks)}/"
-             f"{_metric(peer['rebalance'], _joiner_tasks)}")
-            if figures["change"] == "join" else "n/a",
-        ))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    )
 
 
 # ---------------------------------------------------------------- command line
@@ -479,7 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
     print(f"Assignor benchmark — python {platform.python_version()}, "
           f"{os.cpu_count()} CPUs, budget {args.peer_timeout:g} s per measurement")
-    print(f"time: assignor call only; memory: {MEMORY_METHOD}")
+    print(f"time: assignor call only; memory: {PEAK_RSS_METHOD}")
     print("spread = max−min active tasks per member (total / worst group); "
           "moves / minimum over any balanced assignment; warm = moved tasks placed on a "
           "previous standby holder / moved tasks that had one\n")
@@ -494,7 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "cpus": os.cpu_count(),
             "faust": faust_peer.FAUST_VERSION,
             "budget_s": args.peer_timeout,
-            "memory_method": MEMORY_METHOD,
+            "memory_method": PEAK_RSS_METHOD,
             "scenarios": results,
         }
         Path(args.json).write_text(json.dumps(payload, indent=2), encoding="utf-8")

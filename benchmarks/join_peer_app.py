@@ -9,7 +9,7 @@ it polls the streamjoin worker's ``/streamjoin/joins/``.
 
 Environment:
     SJ_BENCH_APP_ID: app id and consumer group (default ``bench-join-peer``).
-    SJ_BENCH_TOPIC_PREFIX: prefix of the two topic names (default empty).
+    SJ_BENCH_TOPIC_PREFIX: prefix of the topic names (``AdTopics``; default empty).
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ from typing import Any
 
 import faust
 
+from streamjoin.ads.topics import AdTopics
+
 APP_ID = os.environ.get("SJ_BENCH_APP_ID", "bench-join-peer")
 PREFIX = os.environ.get("SJ_BENCH_TOPIC_PREFIX", "")
 
 app = faust.App(APP_ID)
 
-source = app.topic(
-    f"{PREFIX}impressions", f"{PREFIX}clicks", key_serializer="raw", value_serializer="raw"
-)
+source = app.topic(*AdTopics(PREFIX).inputs, key_serializer="raw", value_serializer="raw")
 
 #: records seen by the agent since the worker started
 counts = {"processed": 0}

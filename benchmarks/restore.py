@@ -25,8 +25,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
-import signal
 import sys
 import tempfile
 import time
@@ -34,12 +34,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from streamjoin.dev.broker import BrokerOptions, EmbeddedBroker
-from streamjoin.dev.process import WorkerProcess
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-HERE = Path(__file__).resolve().parent
+from benchmarks.harness.kafka import create_topics
+from benchmarks.harness.workers import embedded_broker, exit_on_sigterm, running, worker
+from streamjoin.dev.broker import EmbeddedBroker
+
 APP_ID = "bench-restore"
 TOPIC = f"{APP_ID}-state-changelog"
+
+#: a restore worker gets this long to stop before it is killed
+STOP_TIMEOUT_S = 20.0
 
 # first and last log line of each restore
 MARKERS = {
@@ -74,14 +80,8 @@ async def write_changelog(
     recovery can finish either way.
     """
     from aiokafka import AIOKafkaProducer
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(TOPIC, partitions, 1)])
-    finally:
-        await admin.close()
+    await create_topics(bootstrap, [TOPIC], partitions)
     value = json.dumps("v" * value_size).encode()
     key_space = max(1, records // 2)
     record_size = len(value) + 40
@@ -126,20 +126,11 @@ def measure(
 ) -> Result:
     """Restore the changelog with one worker and time it from its log."""
     first, last = MARKERS[name]
-    worker = WorkerProcess(
-        "restore_app:app",
-        broker.url,
-        workdir / f"data-{name}",
-        workdir / f"{name}.log",
-        env={"SJ_BENCH_MANAGER": name, "SJ_BENCH_APP_ID": APP_ID},
-        cwd=HERE,
-    )
-    worker.start()
-    try:
-        begin = worker.wait_for_log(first, timeout)[0]
-        end = worker.wait_for_log(last, timeout)[0]
-    finally:
-        worker.stop()
+    env = {"SJ_BENCH_MANAGER": name, "SJ_BENCH_APP_ID": APP_ID}
+    process = worker("restore_app:app", broker, workdir, name, env=env)
+    with running(process, stop_timeout=STOP_TIMEOUT_S):
+        begin = process.wait_for_log(first, timeout)[0]
+        end = process.wait_for_log(last, timeout)[0]
     return Result(name, records, _timestamp(end) - _timestamp(begin))
 
 
@@ -160,15 +151,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--skip-faust", action="store_true", help="measure streamjoin only")
     args = parser.parse_args(argv)
-    # SIGTERM unwinds like Ctrl-C, so the workers and the broker are stopped
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-
-    import os
-
+    exit_on_sigterm()
     os.environ["SJ_BENCH_PARTITIONS"] = str(args.partitions)
-    with tempfile.TemporaryDirectory(prefix="sj-bench-restore-") as tmp, EmbeddedBroker(
-        BrokerOptions(port=0)
-    ) as broker:
+    with (
+        tempfile.TemporaryDirectory(prefix="sj-bench-restore-") as tmp,
+        embedded_broker() as broker,
+    ):
         workdir = Path(tmp)
         print(
             f"writing {args.records:,} changelog records ({args.layout} layout, "

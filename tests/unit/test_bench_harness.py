@@ -12,7 +12,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import faust_peer, metrics, scenarios  # noqa: E402
+from benchmarks import faust_peer, scenarios  # noqa: E402
+from benchmarks.metrics import moves, quality, tasks  # noqa: E402
 
 
 def tiny_document() -> dict[str, Any]:
@@ -65,7 +66,7 @@ def test_faust_peer_runs_faust_and_assigns_everything(monkeypatch: pytest.Monkey
 
     assert calls == [6]  # faust's own co-partitioned assignor did the work
     assert sorted(result["assignment"]) == ["m1", "m2", "m3"]
-    figures = metrics.evaluate(document, result)
+    figures = quality.evaluate(document, result)
     assert figures["violations"] == {}
     assert figures["tasks"] == 6
     assert figures["spread_total"] == 0
@@ -80,7 +81,7 @@ def test_faust_peer_rebalance_keeps_faust_behaviour_for_a_joiner() -> None:
     fresh = faust_peer.assign_document(fresh_document)
     document = scenario.rebalance_document(fresh_document, fresh)
     result = faust_peer.assign_document(document)
-    figures = metrics.evaluate(document, result, fresh, joiner="worker-00009")
+    figures = quality.evaluate(document, result, fresh, joiner="worker-00009")
     assert figures["joiner_tasks"] == 0  # faust issue #93: the newcomer gets nothing
     assert figures["moved"] == 0
     assert figures["min_moves"] == 7
@@ -89,7 +90,7 @@ def test_faust_peer_rebalance_keeps_faust_behaviour_for_a_joiner() -> None:
 def test_spread_of_a_hand_built_assignment() -> None:
     document = tiny_document()
     unbalanced = output({"m1": task_map(0, 1, 2), "m2": task_map(3, 4), "m3": task_map(5)})
-    figures = metrics.evaluate(document, unbalanced)
+    figures = quality.evaluate(document, unbalanced)
     assert figures["spread_total"] == 2
     assert figures["spread_group_max"] == 2
     assert (figures["active_min"], figures["active_max"]) == (1, 3)
@@ -106,7 +107,7 @@ def test_violations_are_reported() -> None:
         },
         {"m1": {"state-changelog": [0]}, "m2": {"state-changelog": [0, 9]}},
     )
-    found = metrics.evaluate(document, broken)["violations"]
+    found = quality.evaluate(document, broken)["violations"]
     assert found["split_tasks"] == 1  # partition 1: impressions/changelog on m1, clicks on m2
     assert found["duplicate_tps"] == 1  # impressions-4 on m2 and m3
     assert found["missing_tps"] == 1  # state-changelog-4
@@ -122,11 +123,11 @@ def test_moves_minimum_and_warm_promotions() -> None:
     )
     # Balanced needs 2 each: m1 must give up 2 tasks — the minimum is 2 moves.
     now = output({"m1": task_map(2, 3), "m2": task_map(4, 5), "m3": task_map(0, 1)})
-    figures = metrics.evaluate(document, now, previous)
+    figures = quality.evaluate(document, now, previous)
     assert (figures["moved"], figures["min_moves"], figures["min_moves_exact"]) == (2, 2, True)
     assert (figures["warm"], figures["warm_possible"], figures["cold"]) == (2, 2, 0)
     worse = output({"m1": task_map(0, 1), "m2": task_map(2, 3), "m3": task_map(4, 5)})
-    figures = metrics.evaluate(document, worse, previous)
+    figures = quality.evaluate(document, worse, previous)
     assert (figures["moved"], figures["min_moves"]) == (4, 2)
     # 2 → m2 (its standby: warm); 3 → m2 although m3 had its standby; 4, 5 had none.
     assert (figures["warm"], figures["warm_possible"]) == (1, 2)
@@ -141,9 +142,9 @@ def test_minimum_moves_counts_total_balance_across_groups() -> None:
     fresh_document = scenario.fresh_document()
     fresh = faust_peer.assign_document(fresh_document)
     document = scenario.rebalance_document(fresh_document, fresh)
-    lay = metrics.layout(document)
+    lay = tasks.layout(document)
     assert len(lay.groups) == 10
-    assert metrics.minimum_moves(lay, metrics.placement(lay, fresh)) == (12, True)
+    assert moves.minimum_moves(lay, tasks.placement(lay, fresh)) == (12, True)
 
 
 def test_scenarios_are_deterministic() -> None:
@@ -161,12 +162,12 @@ def test_spread_is_capacity_weighted_when_capacities_differ() -> None:
     document["members"] = document["members"][:2]
     document["members"][0] = {**document["members"][0], "capacity": 2}
     weighted = output({"m1": task_map(0, 1, 2, 3), "m2": task_map(4, 5)})
-    assert metrics.evaluate(document, weighted)["spread_total"] == 0
+    assert quality.evaluate(document, weighted)["spread_total"] == 0
     skewed = output({"m1": task_map(0, 1), "m2": task_map(2, 3, 4, 5)})
-    assert metrics.evaluate(document, skewed)["spread_total"] == 3
+    assert quality.evaluate(document, skewed)["spread_total"] == 3
 
 
-def _exhaustive_minimum(lay: metrics.Layout, before: metrics.Placement) -> int:
+def _exhaustive_minimum(lay: tasks.Layout, before: tasks.Placement) -> int:
     """Fewest moves by trying every choice of who gets each group's extra tasks."""
     import itertools
     from collections import Counter
@@ -213,18 +214,18 @@ def test_minimum_moves_matches_exhaustive_search_on_random_groups() -> None:
         for topic, partitions in topics.items():
             for p in range(partitions):
                 actives[rng.choice(old)].setdefault(topic, []).append(p)
-        lay = metrics.layout(document)
-        before = metrics.placement(lay, output(actives))
-        assert metrics.minimum_moves(lay, before) == (_exhaustive_minimum(lay, before), True)
+        lay = tasks.layout(document)
+        before = tasks.placement(lay, output(actives))
+        assert moves.minimum_moves(lay, before) == (_exhaustive_minimum(lay, before), True)
 
 
 def test_warm_reachable_is_bounded_by_the_holders_quota() -> None:
     document = tiny_document()
     document["members"] = document["members"][:2]  # m3 left
     actives = {"m1": task_map(0, 1), "m2": task_map(2, 3), "m3": task_map(4, 5)}
-    lay = metrics.layout(document)
+    lay = tasks.layout(document)
     crowded = output(actives, {"m1": {"state-changelog": [4, 5]}})
     # Each survivor may reach 3 tasks: m1 can absorb only one of its two standbys.
-    assert metrics.warm_reachable(lay, metrics.placement(lay, crowded)) == 1
+    assert moves.warm_reachable(lay, tasks.placement(lay, crowded)) == 1
     spread_out = output(actives, {"m1": {"state-changelog": [4]}, "m2": {"state-changelog": [5]}})
-    assert metrics.warm_reachable(lay, metrics.placement(lay, spread_out)) == 2
+    assert moves.warm_reachable(lay, tasks.placement(lay, spread_out)) == 2

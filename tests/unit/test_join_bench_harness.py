@@ -12,56 +12,60 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import join as bench  # noqa: E402
+from benchmarks import join, join_latency, join_state, join_throughput  # noqa: E402
+from benchmarks.harness import kafka, measure  # noqa: E402
+from benchmarks.harness import report as printing  # noqa: E402
 
 # -- percentiles ---------------------------------------------------------------
 
 
 def test_percentile_is_nearest_rank_and_always_one_of_the_values() -> None:
     values = [float(v) for v in range(1, 101)]  # 1..100
-    assert bench.percentile(values, 50) == 50.0
-    assert bench.percentile(values, 95) == 95.0
-    assert bench.percentile(values, 99) == 99.0
-    assert bench.percentile(values, 100) == 100.0
-    assert bench.percentile(values, 0.5) == 1.0
+    assert measure.percentile(values, 50) == 50.0
+    assert measure.percentile(values, 95) == 95.0
+    assert measure.percentile(values, 99) == 99.0
+    assert measure.percentile(values, 100) == 100.0
+    assert measure.percentile(values, 0.5) == 1.0
     # order of the input does not matter
-    assert bench.percentile(list(reversed(values)), 99) == 99.0
+    assert measure.percentile(list(reversed(values)), 99) == 99.0
 
 
 def test_percentile_of_few_values() -> None:
-    assert bench.percentile([7.0], 50) == 7.0
-    assert bench.percentile([7.0], 99) == 7.0
-    assert bench.percentile([3.0, 1.0], 50) == 1.0
-    assert bench.percentile([3.0, 1.0], 51) == 3.0
-    assert bench.percentile([10.0, 20.0, 30.0, 40.0], 75) == 30.0
+    assert measure.percentile([7.0], 50) == 7.0
+    assert measure.percentile([7.0], 99) == 7.0
+    assert measure.percentile([3.0, 1.0], 50) == 1.0
+    assert measure.percentile([3.0, 1.0], 51) == 3.0
+    assert measure.percentile([10.0, 20.0, 30.0, 40.0], 75) == 30.0
 
 
 @pytest.mark.parametrize("pct", [0, -1, 100.5, math.nan])
 def test_percentile_rejects_a_percent_outside_0_100(pct: float) -> None:
     with pytest.raises(ValueError, match="percentile must be in"):
-        bench.percentile([1.0, 2.0], pct)
+        measure.percentile([1.0, 2.0], pct)
 
 
 def test_percentile_of_nothing_is_an_error() -> None:
     with pytest.raises(ValueError, match="no values"):
-        bench.percentile([], 50)
+        measure.percentile([], 50)
 
 
 def test_latency_summary() -> None:
     values = [float(v) for v in range(1000, 0, -1)]
-    summary = bench.LatencySummary.of(values)
-    assert summary == bench.LatencySummary(count=1000, p50=500.0, p95=950.0, p99=990.0, max=1000.0)
+    summary = measure.LatencySummary.of(values)
+    assert summary == measure.LatencySummary(
+        count=1000, p50=500.0, p95=950.0, p99=990.0, max=1000.0
+    )
 
 
 # -- throughput ----------------------------------------------------------------
 
 
 def test_throughput_times_only_records_between_the_two_polls() -> None:
-    run = bench.Throughput(
+    run = measure.Throughput(
         "streamjoin",
         records=12_000,
-        first=bench.Sample(at=10.0, count=2_000),
-        last=bench.Sample(at=15.0, count=12_000),
+        first=measure.Sample(at=10.0, count=2_000),
+        last=measure.Sample(at=15.0, count=12_000),
         startup_s=4.0,
     )
     assert run.seconds == 5.0
@@ -70,33 +74,35 @@ def test_throughput_times_only_records_between_the_two_polls() -> None:
 
 
 def test_throughput_too_short_to_time_has_no_rate() -> None:
-    same = bench.Sample(at=3.0, count=500)
-    run = bench.Throughput("peer", records=500, first=same, last=same)
+    same = measure.Sample(at=3.0, count=500)
+    run = measure.Throughput("peer", records=500, first=same, last=same)
     assert math.isnan(run.rate)
-    assert bench.fmt_rate(run.rate) == "n/a"
-    assert bench.fmt_rate(12_345.6) == "12,346"
+    assert printing.fmt_rate(run.rate) == "n/a"
+    assert printing.fmt_rate(12_345.6) == "12,346"
 
 
 def test_latency_rate_is_half_the_measured_throughput_capped() -> None:
-    assert bench.latency_rate(4_000.0, None) == 2_000.0
-    assert bench.latency_rate(4_000.0, 500.0) == 500.0
-    assert bench.latency_rate(4_000.0, 9_000.0) == 2_000.0
-    assert bench.latency_rate(None, 300.0) == 300.0
-    assert bench.latency_rate(math.nan, 300.0) == 300.0
-    assert bench.latency_rate(None, None) is None
+    assert join_latency.latency_rate(4_000.0, None) == 2_000.0
+    assert join_latency.latency_rate(4_000.0, 500.0) == 500.0
+    assert join_latency.latency_rate(4_000.0, 9_000.0) == 2_000.0
+    assert join_latency.latency_rate(None, 300.0) == 300.0
+    assert join_latency.latency_rate(math.nan, 300.0) == 300.0
+    assert join_latency.latency_rate(None, None) is None
 
 
 def test_verdicts() -> None:
-    assert bench.verdict(True) == "met"
-    assert bench.verdict(False) == "NOT met"
-    assert bench.verdict(None) == "-"
+    assert printing.verdict(True) == "met"
+    assert printing.verdict(False) == "NOT met"
+    assert printing.verdict(None) == "-"
 
 
 # -- tables --------------------------------------------------------------------
 
 
 def test_render_table_aligns_columns() -> None:
-    text = bench.render_table(["run", "records/s"], [["peer", "16,873"], ["streamjoin", "2,530"]])
+    text = printing.render_table(
+        ["run", "records/s"], [["peer", "16,873"], ["streamjoin", "2,530"]]
+    )
     assert text.splitlines() == [
         "run         records/s",
         "----------  ---------",
@@ -106,31 +112,31 @@ def test_render_table_aligns_columns() -> None:
 
 
 def test_render_table_without_rows_is_the_header() -> None:
-    assert bench.render_table(["a", "bb"], []).splitlines() == ["a  bb", "-  --"]
+    assert printing.render_table(["a", "bb"], []).splitlines() == ["a  bb", "-  --"]
 
 
 def test_render_table_rejects_a_short_row() -> None:
     with pytest.raises(ValueError, match="1 cells for 2 headers"):
-        bench.render_table(["a", "b"], [["only"]])
+        printing.render_table(["a", "b"], [["only"]])
 
 
 def test_summary_rows_report_targets() -> None:
-    first, last = bench.Sample(0.0, 100), bench.Sample(10.0, 100_100)
-    peer = bench.Throughput("peer", 100_100, first, last)
-    ours = bench.Throughput("streamjoin", 100_100, first, bench.Sample(20.0, 100_100))
-    report = bench.ThroughputReport(bench.Backlog(), peer, ours, {"late": 3})
-    rows = {row[0]: row for row in bench.summary_rows(report, None, None)}
+    first, last = measure.Sample(0.0, 100), measure.Sample(10.0, 100_100)
+    peer = measure.Throughput("peer", 100_100, first, last)
+    ours = measure.Throughput("streamjoin", 100_100, first, measure.Sample(20.0, 100_100))
+    report = join_throughput.ThroughputReport(kafka.Backlog(), peer, ours, {"late": 3})
+    rows = {row[0]: row for row in join.summary_rows(report, None, None)}
     assert rows["streamjoin / peer"][1:] == ["50%", ">= 70%", "NOT met"]
     assert rows["late records (throughput run)"][1:] == ["3", "0", "NOT met"]
 
-    traffic = bench.Traffic(
+    traffic = join_latency.Traffic(
         sent={"c1": 100.0, "c2": 100.0},
         received={"c1": (102.5, 102_400), "c2": (101.0, 100_900)},
     )
-    lat = bench.LatencyReport(300.0, 250.0, 2_000, 1_000, 10.0, traffic)
+    lat = join_latency.LatencyReport(300.0, 250.0, 2_000, 1_000, 10.0, traffic)
     assert lat.latencies(stamped=False) == [2_500.0, 1_000.0]
     assert lat.latencies(stamped=True) == [2_400.0, 900.0]
-    rows = {row[0]: row for row in bench.summary_rows(None, lat, None)}
+    rows = {row[0]: row for row in join.summary_rows(None, lat, None)}
     assert rows["latency p99 ms (grace 2000 ms)"][1:] == ["2,500", "<= 3,000", "met"]
     assert "clicks without an outcome" not in rows
 
@@ -139,12 +145,12 @@ def test_summary_rows_report_targets() -> None:
 
 
 def test_defaults_are_valid() -> None:
-    args = bench.parse_args([])
+    args = join.parse_args([])
     assert args.impressions == 200_000
     assert args.partitions == 4
     assert args.latency_seconds == 30.0
     assert args.state_events == 1_000_000
-    assert bench.argument_problems(args) == []
+    assert join.argument_problems(args) == []
 
 
 @pytest.mark.parametrize(
@@ -172,23 +178,23 @@ def test_bad_arguments_exit_2_with_a_clear_line(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as exc:
-        bench.parse_args(argv)
+        join.parse_args(argv)
     assert exc.value.code == 2
     assert message in capsys.readouterr().err
 
 
 def test_every_problem_is_reported_at_once(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
-        bench.parse_args(["--impressions", "1", "--state-events", "0"])
+        join.parse_args(["--impressions", "1", "--state-events", "0"])
     err = capsys.readouterr().err
     assert "--impressions" in err and "--state-events" in err
 
 
 def test_skipping_throughput_works_with_a_latency_rate() -> None:
-    args = bench.parse_args(["--skip-throughput", "--latency-rate", "500"])
-    assert bench.argument_problems(args) == []
-    args = bench.parse_args(["--skip-throughput", "--skip-latency"])
-    assert bench.argument_problems(args) == []
+    args = join.parse_args(["--skip-throughput", "--latency-rate", "500"])
+    assert join.argument_problems(args) == []
+    args = join.parse_args(["--skip-throughput", "--skip-latency"])
+    assert join.argument_problems(args) == []
 
 
 # -- state size ----------------------------------------------------------------
@@ -200,12 +206,12 @@ def test_dir_bytes_splits_sst_wal_and_the_rest(tmp_path: Path) -> None:
     (tmp_path / "MANIFEST-000005").write_bytes(b"m" * 40)
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "LOG").write_bytes(b"l" * 2)
-    assert bench.dir_bytes(tmp_path) == {"sst": 1000, "wal": 300, "other": 42, "total": 1342}
+    assert measure.dir_bytes(tmp_path) == {"sst": 1000, "wal": 300, "other": 42, "total": 1342}
 
 
 def test_state_report_per_event_figures() -> None:
     sizes = {"sst": 0, "wal": 0, "other": 0, "total": 50 * 2**20}
-    report = bench.StateReport(
+    report = join_state.StateReport(
         events=1_000_000,
         impressions=800_000,
         clicks=200_000,

@@ -1,0 +1,12 @@
+"""What the benchmarks share; each benchmark module keeps only what it measures.
+
+* :mod:`.report`: progress lines, aligned plain-text tables, verdicts, number formats;
+* :mod:`.measure`: percentiles, polled counts and the rate between two polls,
+  directory sizes, the peak resident set size of a call;
+* :mod:`.workers`: the embedded broker and worker processes, each stopped however the
+  run ends, and polling a worker's count until it has seen every record;
+* :mod:`.kafka`: topics, and the generator's backlog produced as fast as the broker
+  takes it;
+* :mod:`.ads`: the ad-monetization worker the join benchmarks run, and its join's
+  figures read over HTTP.
+"""

@@ -1,0 +1,89 @@
+"""Kafka side of the benchmarks: topics, and a backlog produced as fast as the broker takes it."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchmarks.harness.report import Progress, say
+
+
+async def create_topics(bootstrap: str, names: Sequence[str], partitions: int) -> None:
+    """Create those of *names* that do not exist, *partitions* partitions each (replication 1)."""
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        missing = [NewTopic(n, partitions, 1) for n in names if n not in existing]
+        if missing:
+            await admin.create_topics(missing)
+    finally:
+        await admin.close()
+
+
+@dataclass
+class Backlog:
+    """What was produced for the throughput runs."""
+
+    records: int = 0
+    impressions: int = 0
+    clicks: int = 0
+    seconds: float = 0.0
+    ends: dict[tuple[str, int], int] = field(default_factory=dict)
+
+    @property
+    def records_per_impression(self) -> float:
+        """Records produced per impression (clicks included)."""
+        return self.records / self.impressions if self.impressions else math.nan
+
+
+async def produce_backlog(bootstrap: str, config: Any) -> Backlog:
+    """Produce every event of the generator's *config* as fast as the broker takes them."""
+    from aiokafka import AIOKafkaProducer
+
+    from streamjoin.ads import generator
+
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, acks=1, linger_ms=20, max_batch_size=512 * 1024
+    )
+    await producer.start()
+    backlog = Backlog()
+    started = time.monotonic()
+    progress = Progress(started)
+    window: list[asyncio.Future[Any]] = []
+
+    async def settle() -> None:
+        for meta in await asyncio.gather(*window):
+            key = (meta.topic, meta.partition)
+            backlog.ends[key] = max(backlog.ends.get(key, 0), meta.offset + 1)
+        window.clear()
+
+    try:
+        for event in generator.generate(config):
+            window.append(
+                await producer.send(
+                    event.topic, event.value, key=event.key, timestamp_ms=event.timestamp_ms
+                )
+            )
+            backlog.records += 1
+            if event.topic == config.impressions_topic:
+                backlog.impressions += 1
+            else:
+                backlog.clicks += 1
+            if len(window) >= 20_000:
+                await settle()
+                now = time.monotonic()
+                if progress.due(now):
+                    rate = backlog.records / (now - started)
+                    say(f"  {backlog.records:,} records produced ({rate:,.0f}/s)")
+        await settle()
+    finally:
+        await producer.stop()
+    backlog.seconds = time.monotonic() - started
+    return backlog

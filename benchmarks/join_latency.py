@@ -1,0 +1,359 @@
+"""Join benchmark, part 2: end-to-end latency of one streamjoin worker at a paced rate.
+
+The generator's events are produced in real time (event time = wall clock) while the
+three outcome topics are consumed here; a click's latency is the time its outcome
+arrived (or was stamped by the join's producer) minus the time the click was
+produced (see ``benchmarks/join.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.harness import ads
+from benchmarks.harness.kafka import create_topics
+from benchmarks.harness.measure import LatencySummary, percentile
+from benchmarks.harness.report import Progress, render_table, say, verdict
+from benchmarks.harness.workers import BenchError, running
+from streamjoin.dev.broker import EmbeddedBroker, free_port
+
+#: the p99 target: at most the grace plus this
+LATENCY_MARGIN_MS = 1_000
+
+
+def latency_rate(
+    streamjoin_rate: float | None, cap: float | None, share: float = 0.5
+) -> float | None:
+    """Records/s of the latency run: ``share`` of the measured rate, at most *cap*.
+
+    ``None`` when neither is known (the caller rejects that combination).
+    """
+    candidates = []
+    if streamjoin_rate is not None and not math.isnan(streamjoin_rate):
+        candidates.append(streamjoin_rate * share)
+    if cap is not None:
+        candidates.append(cap)
+    return min(candidates) if candidates else None
+
+
+@dataclass
+class Traffic:
+    """What one latency run sent and received."""
+
+    #: click id -> wall time (s) it was produced, for the measured clicks
+    sent: dict[str, float] = field(default_factory=dict)
+    #: click id -> (wall time (s) its outcome was received, outcome Kafka timestamp ms)
+    received: dict[str, tuple[float, int]] = field(default_factory=dict)
+    records: int = 0
+    #: how far the producer fell behind its schedule at worst
+    behind_ms: float = 0.0
+    #: sampled every second: wall clock minus the join's smallest task stream time
+    stream_lag_ms: list[float] = field(default_factory=list)
+    #: sampled every second: records the join holds (merger buffers)
+    buffered: list[int] = field(default_factory=list)
+    join_stats: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class LatencyReport:
+    record_rate: float
+    impression_rate: float
+    grace_ms: int
+    jitter_ms: int
+    seconds: float
+    traffic: Traffic
+
+    def latencies(self, *, stamped: bool) -> list[float]:
+        """Milliseconds from each click's production to its outcome (received or stamped)."""
+        got = self.traffic.received
+        if stamped:
+            return [got[c][1] - t * 1000 for c, t in self.traffic.sent.items() if c in got]
+        return [(got[c][0] - t) * 1000 for c, t in self.traffic.sent.items() if c in got]
+
+    @property
+    def received(self) -> LatencySummary | None:
+        values = self.latencies(stamped=False)
+        return LatencySummary.of(values) if values else None
+
+    @property
+    def stamped(self) -> LatencySummary | None:
+        values = self.latencies(stamped=True)
+        return LatencySummary.of(values) if values else None
+
+    @property
+    def missing(self) -> int:
+        return sum(1 for c in self.traffic.sent if c not in self.traffic.received)
+
+    @property
+    def target_ms(self) -> int:
+        return self.grace_ms + LATENCY_MARGIN_MS
+
+    @property
+    def ok(self) -> bool:
+        summary = self.received
+        return summary is not None and summary.p99 <= self.target_ms
+
+
+def records_per_impression(seed: int) -> float:
+    """Records per impression of the generator's defaults (a 20,000-impression sample)."""
+    from streamjoin.ads import generator
+
+    config = generator.GeneratorConfig(
+        seed=seed, impressions=20_000, malformed_rate=0.0, tail=False
+    )
+    return sum(1 for _ in generator.generate(config)) / 20_000
+
+
+def _join_sample(port: int) -> tuple[float | None, int | None, dict[str, Any]]:
+    """(wall ms - smallest task stream time, records buffered, stats) of the join at *port*."""
+    doc = ads.join_doc(port)
+    now_ms = time.time() * 1000
+    try:
+        join = doc[ads.JOIN_NAME]  # type: ignore[index]
+        times = [t["stream_time"] for t in join["tasks"].values() if t["stream_time"]]
+        buffered = sum(int(t["buffered"]) for t in join["tasks"].values())
+        return (now_ms - min(times) if times else None), buffered, dict(join["stats"])
+    except (KeyError, TypeError, ValueError):
+        return None, None, {}
+
+
+async def _latency_traffic(
+    bootstrap: str,
+    config: Any,
+    measured_until_ms: int,
+    outcome_topics: Sequence[str],
+    partitions: int,
+    join_port: int,
+    wait_s: float,
+) -> Traffic:
+    """Produce *config* paced on the wall clock while consuming the outcomes."""
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+    from streamjoin.ads import generator
+
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=50
+    )
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=2)
+    await consumer.start()
+    await producer.start()
+    traffic = Traffic()
+    stop = asyncio.Event()
+
+    async def consume() -> None:
+        tps = [TopicPartition(t, p) for t in outcome_topics for p in range(partitions)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        while not stop.is_set():
+            batch = await consumer.getmany(timeout_ms=100)
+            now = time.time()
+            for records in batch.values():
+                for r in records:
+                    if r.key is not None:
+                        traffic.received.setdefault(r.key.decode(), (now, r.timestamp))
+
+    async def sample() -> None:
+        while not stop.is_set():
+            lag, buffered, stats = await asyncio.to_thread(_join_sample, join_port)
+            if lag is not None:
+                traffic.stream_lag_ms.append(lag)
+            if buffered is not None:
+                traffic.buffered.append(buffered)
+            if stats:
+                traffic.join_stats = stats
+            await asyncio.sleep(1.0)
+
+    helpers = [asyncio.create_task(consume()), asyncio.create_task(sample())]
+    in_flight: collections.deque[asyncio.Future[Any]] = collections.deque()
+    sent = traffic.sent
+    try:
+        started = time.monotonic()
+        progress = Progress(started)
+        for event in generator.generate(config):
+            delay = event.arrival_ms / 1000 - time.time()  # event time is wall clock
+            if delay > 0.002:
+                await asyncio.sleep(delay)
+            else:
+                traffic.behind_ms = max(traffic.behind_ms, -delay * 1000)
+            if event.topic == config.clicks_topic and event.timestamp_ms <= measured_until_ms:
+                sent[json.loads(event.value)["click_id"]] = time.time()
+            in_flight.append(
+                await producer.send(
+                    event.topic, event.value, key=event.key, timestamp_ms=event.timestamp_ms
+                )
+            )
+            traffic.records += 1
+            while in_flight and in_flight[0].done():
+                in_flight.popleft().result()  # raises a failed send
+            now = time.monotonic()
+            if progress.due(now):
+                done = sum(1 for c in sent if c in traffic.received)
+                lag = traffic.stream_lag_ms[-1] if traffic.stream_lag_ms else math.nan
+                say(
+                    f"  {now - started:.0f}s: {traffic.records:,} records sent, "
+                    f"{done:,}/{len(sent):,} clicks have their outcome, "
+                    f"join stream time {lag:,.0f} ms behind the wall clock"
+                )
+        await asyncio.gather(*in_flight)
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and any(c not in traffic.received for c in sent):
+            await asyncio.sleep(0.2)
+    finally:
+        stop.set()
+        await asyncio.gather(*helpers, return_exceptions=True)
+        await producer.stop()
+        await consumer.stop()
+    return traffic
+
+
+def run_latency(
+    args: argparse.Namespace,
+    broker: EmbeddedBroker,
+    workdir: Path,
+    run_id: str,
+    record_rate: float,
+    per_impression: float,
+) -> LatencyReport:
+    from streamjoin.ads import generator
+
+    prefix = f"{run_id}-lat-"
+    grace, jitter = args.latency_grace_ms, args.latency_jitter_ms
+    impression_rate = record_rate / per_impression
+    say(
+        f"latency: {record_rate:,.0f} records/s ({impression_rate:,.0f} impressions/s) for "
+        f"{args.latency_seconds:g}s, grace {grace} ms, jitter {jitter} ms ..."
+    )
+    config = ads.settings(f"{run_id}-lat", prefix, args.partitions, grace)
+    topics = config.topics
+    outcome_topics = list(topics.outcomes)
+    asyncio.run(
+        create_topics(broker.bootstrap, [*topics.inputs, *outcome_topics], args.partitions)
+    )
+    port = free_port()
+    process = ads.ads_worker(broker, workdir, "latency", config, port)
+    with running(process):
+        try:
+            process.wait_for_log(r"tables restored:", args.timeout)
+            process.wait_for_log(r"\[\^Worker\]: Ready", args.timeout)
+        except TimeoutError as exc:
+            raise BenchError(
+                f"latency worker not ready: {exc}; its log: {process.log_path}"
+            ) from exc
+        time.sleep(1.0)  # let the agents take their first fetch
+        # decisions need stream time past click.ts + grace: run on long enough
+        # after the measured span that the last measured clicks are decided
+        extra_ms = grace + jitter + 2_000
+        start_ms = int(time.time() * 1000) + 200
+        measured_ms = round(args.latency_seconds * 1000)
+        traffic_config = generator.GeneratorConfig(
+            seed=args.seed,
+            duration_ms=measured_ms + extra_ms,
+            rate=impression_rate,
+            jitter_ms=jitter,
+            malformed_rate=0.0,
+            start_ts_ms=start_ms,
+            tail=False,
+            partitions=args.partitions,
+            impressions_topic=topics.impressions,
+            clicks_topic=topics.clicks,
+        )
+        traffic = asyncio.run(
+            _latency_traffic(
+                broker.bootstrap,
+                traffic_config,
+                start_ms + measured_ms,
+                outcome_topics,
+                args.partitions,
+                port,
+                wait_s=30.0,
+            )
+        )
+    return LatencyReport(
+        record_rate=record_rate,
+        impression_rate=impression_rate,
+        grace_ms=grace,
+        jitter_ms=jitter,
+        seconds=args.latency_seconds,
+        traffic=traffic,
+    )
+
+
+def print_latency(report: LatencyReport) -> None:
+    rows = []
+    for name, s in (
+        ("click produced -> outcome received", report.received),
+        ("click produced -> outcome timestamp", report.stamped),
+    ):
+        if s is None:
+            continue
+        rows.append(
+            [
+                name,
+                f"{s.count:,}",
+                f"{s.p50:,.0f}",
+                f"{s.p95:,.0f}",
+                f"{s.p99:,.0f}",
+                f"{s.max:,.0f}",
+            ]
+        )
+    say(render_table(["latency (ms)", "clicks", "p50", "p95", "p99", "max"], rows))
+    t = report.traffic
+    say(
+        f"{t.records:,} records sent at {report.record_rate:,.0f}/s, "
+        f"{len(t.sent):,} clicks measured, {report.missing:,} without an outcome; "
+        f"the producer fell behind its schedule by {t.behind_ms:,.0f} ms at worst"
+    )
+    if t.stream_lag_ms:
+        say(
+            f"join stream time behind the wall clock (sampled each second): median "
+            f"{percentile(t.stream_lag_ms, 50):,.0f} ms, max {max(t.stream_lag_ms):,.0f} ms; "
+            f"records held in the join: median {percentile(t.buffered, 50):,.0f}, "
+            f"max {max(t.buffered):,}"
+        )
+    if t.join_stats:
+        say(ads.stats_line(t.join_stats))
+    low = report.grace_ms - report.jitter_ms
+    say(
+        f"an outcome is final only once stream time passes click.ts + grace ({report.grace_ms} "
+        f"ms), so latencies of about the grace (from grace - jitter = {low} ms up) are expected"
+    )
+    if report.received is not None:
+        say(
+            f"p99 {report.received.p99:,.0f} ms (target <= grace + 1 s = {report.target_ms:,} ms): "
+            f"{verdict(report.ok)}"
+        )
+
+
+def summary_rows(lat: LatencyReport) -> list[list[str]]:
+    """The summary's latency rows: figure, value, target, verdict."""
+    rows = []
+    if lat.received is not None:
+        r = lat.received
+        rows.append(["latency p50 / p95 ms", f"{r.p50:,.0f} / {r.p95:,.0f}", "", ""])
+        rows.append(
+            [
+                f"latency p99 ms (grace {lat.grace_ms} ms)",
+                f"{r.p99:,.0f}",
+                f"<= {lat.target_ms:,}",
+                verdict(lat.ok),
+            ]
+        )
+        rows.append(["latency max ms", f"{r.max:,.0f}", "", ""])
+        late = int(lat.traffic.join_stats.get("late", 0))
+        rows.append(["late records (latency run)", f"{late:,}", "0", verdict(late == 0)])
+        if lat.missing:
+            rows.append(["clicks without an outcome", f"{lat.missing:,}", "0", verdict(False)])
+    else:
+        rows.append(
+            ["latency: clicks with an outcome", "0", f"{len(lat.traffic.sent):,}", "NOT met"]
+        )
+    return rows

@@ -1,0 +1,163 @@
+"""Join benchmark, part 1: throughput of one streamjoin worker against a count-only faust peer.
+
+A backlog of the generator's impressions and their clicks is produced to fresh
+topics; then, one after the other and each with its own consumer group, the peer
+(``join_peer_app.py``) and one worker of ``streamjoin.ads.app`` read all of it while
+their counts are polled (see ``benchmarks/join.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks.harness import ads
+from benchmarks.harness.kafka import Backlog, create_topics, produce_backlog
+from benchmarks.harness.measure import Throughput
+from benchmarks.harness.report import fmt_rate, render_table, say, verdict
+from benchmarks.harness.workers import BenchError, http_json, running, watch, worker
+from streamjoin.dev.broker import LOOPBACK, EmbeddedBroker, free_port
+
+#: streamjoin's records/s over the peer's
+THROUGHPUT_RATIO_TARGET = 0.70
+#: the backlog's generator jitter (its default); the throughput run's grace must cover it
+BACKLOG_JITTER_MS = 2_000
+
+
+@dataclass
+class ThroughputReport:
+    backlog: Backlog
+    peer: Throughput | None
+    streamjoin: Throughput
+    join_stats: dict[str, Any]
+
+    @property
+    def ratio(self) -> float | None:
+        """streamjoin / peer records/s."""
+        if self.peer is None or math.isnan(self.peer.rate) or math.isnan(self.streamjoin.rate):
+            return None
+        return self.streamjoin.rate / self.peer.rate
+
+
+def peer_processed(port: int) -> int | None:
+    """The peer's count on the worker at *port*."""
+    doc = http_json(f"http://{LOOPBACK}:{port}/bench/count/")
+    try:
+        return int(doc["processed"])  # type: ignore[index]
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def run_throughput(
+    args: argparse.Namespace, broker: EmbeddedBroker, workdir: Path, run_id: str
+) -> ThroughputReport:
+    from streamjoin.ads import generator
+
+    prefix = f"{run_id}-tp-"
+    config = ads.settings(f"{run_id}-sj", prefix, args.partitions, args.grace_ms)
+    topics = config.topics
+    backlog_config = generator.GeneratorConfig(
+        seed=args.seed,
+        impressions=args.impressions,
+        jitter_ms=BACKLOG_JITTER_MS,
+        malformed_rate=0.0,
+        partitions=args.partitions,
+        impressions_topic=topics.impressions,
+        clicks_topic=topics.clicks,
+    )
+    asyncio.run(create_topics(broker.bootstrap, topics.inputs, args.partitions))
+    say(f"producing the backlog: {args.impressions:,} impressions and their clicks ...")
+    backlog = asyncio.run(produce_backlog(broker.bootstrap, backlog_config))
+    say(
+        f"  {backlog.records:,} records ({backlog.impressions:,} impressions, "
+        f"{backlog.clicks:,} clicks) in {backlog.seconds:.1f}s "
+        f"({backlog.records / backlog.seconds:,.0f}/s)"
+    )
+    ends = sum(backlog.ends.values())
+    if ends != backlog.records:
+        raise BenchError(f"the topics end at {ends:,} records, {backlog.records:,} were produced")
+
+    peer = None
+    if not args.skip_peer:
+        say("(a) faust peer: a plain faust.App counting both topics, one worker ...")
+        port = free_port()
+        env = {"SJ_BENCH_APP_ID": f"{run_id}-peer", "SJ_BENCH_TOPIC_PREFIX": prefix}
+        process = worker("join_peer_app:app", broker, workdir, "peer", env=env, web_port=port)
+        with running(process):
+            peer = watch(
+                "peer", process, lambda: peer_processed(port), backlog.records, args.timeout
+            )
+        say(f"  peer: {fmt_rate(peer.rate)} records/s")
+
+    say(
+        f"(b) streamjoin: one worker of streamjoin.ads.app (grace {args.grace_ms} ms) ..."
+    )
+    port = free_port()
+    process = ads.ads_worker(broker, workdir, "streamjoin", config, port)
+    with running(process):
+        ours = watch(
+            "streamjoin", process, lambda: ads.join_processed(port), backlog.records, args.timeout
+        )
+        join_stats = ads.join_stats(port)
+    say(f"  streamjoin: {fmt_rate(ours.rate)} records/s")
+    return ThroughputReport(backlog, peer, ours, join_stats)
+
+
+def print_throughput(report: ThroughputReport) -> None:
+    rows = []
+    for r in (report.peer, report.streamjoin):
+        if r is None:
+            continue
+        rows.append(
+            [
+                r.name,
+                f"{r.records:,}",
+                f"{r.timed:,}",
+                f"{r.seconds:.2f}",
+                fmt_rate(r.rate),
+                f"{r.startup_s:.1f}",
+            ]
+        )
+    headers = ["join throughput", "records", "timed", "seconds", "records/s", "start-up s"]
+    say(render_table(headers, rows))
+    say("(timed: records processed between the first poll that saw a processed record")
+    say(" and the first that saw all of them; start-up and group join are not timed)")
+    if report.join_stats:
+        say(ads.stats_line(report.join_stats))
+        late = int(report.join_stats.get("late", 0))
+        if late:
+            say(
+                f"WARNING: the join sent {late:,} records to the dead-letter topic as late "
+                "although no generated record is more than jitter (< grace) out of order; "
+                "late records skip the attribution, so the rate above overstates a correct run"
+            )
+    if report.ratio is not None:
+        say(
+            f"streamjoin / peer: {report.ratio:.0%} "
+            f"(target >= {THROUGHPUT_RATIO_TARGET:.0%}): "
+            f"{verdict(report.ratio >= THROUGHPUT_RATIO_TARGET)}"
+        )
+
+
+def summary_rows(tp: ThroughputReport) -> list[list[str]]:
+    """The summary's throughput rows: figure, value, target, verdict."""
+    rows = []
+    if tp.peer is not None:
+        rows.append(["peer (faust, count only) records/s", fmt_rate(tp.peer.rate), "", ""])
+    rows.append(["streamjoin join records/s", fmt_rate(tp.streamjoin.rate), "", ""])
+    if tp.ratio is not None:
+        rows.append(
+            [
+                "streamjoin / peer",
+                f"{tp.ratio:.0%}",
+                f">= {THROUGHPUT_RATIO_TARGET:.0%}",
+                verdict(tp.ratio >= THROUGHPUT_RATIO_TARGET),
+            ]
+        )
+    late = int(tp.join_stats.get("late", 0))
+    rows.append(["late records (throughput run)", f"{late:,}", "0", verdict(late == 0)])
+    return rows
