@@ -115,6 +115,24 @@ def test_render_table_without_rows_is_the_header() -> None:
     assert printing.render_table(["a", "bb"], []).splitlines() == ["a  bb", "-  --"]
 
 
+def test_columns_left_aligns_unless_numeric() -> None:
+    rows = [("", "streamjoin", "ratio"), ("fresh time", "1.2 ms", "")]
+    assert printing.columns(rows) == ["            streamjoin  ratio", "fresh time  1.2 ms"]
+    assert printing.columns(rows, numeric=True) == [
+        "            streamjoin  ratio",
+        "fresh time      1.2 ms",
+    ]
+    assert printing.columns([]) == []
+
+
+def test_progress_is_due_once_per_interval() -> None:
+    progress = printing.Progress(start=100.0, every=3.0)
+    assert not progress.due(102.9)
+    assert progress.due(103.0)
+    assert not progress.due(105.0)
+    assert progress.due(106.5)
+
+
 def test_render_table_rejects_a_short_row() -> None:
     with pytest.raises(ValueError, match="1 cells for 2 headers"):
         printing.render_table(["a", "b"], [["only"]])
