@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from streamjoin.ads import keys
+from streamjoin.join.policy import Late
 from streamjoin.join.state import KVState, MemoryState
 from streamjoin.join.window import JoinWindow
 
@@ -34,7 +35,6 @@ __all__ = [
     "Click",
     "ClickOutcome",
     "Impression",
-    "Late",
     "Outcome",
     "TaskAttribution",
     "attribute",
@@ -76,14 +76,6 @@ class ClickOutcome:
     cost: float | None = None
 
 
-@dataclass(frozen=True)
-class Late:
-    """A record that arrived beyond grace: reported, never joined."""
-
-    record: Impression | Click
-    stream_time: int
-
-
 class TaskAttribution:
     """Attribution state of one task (one partition of both topics).
 
@@ -119,7 +111,7 @@ class TaskAttribution:
             return self._advance(imp.ts)  # replayed: stored once
         if self.window.is_late(imp.ts, self.stream_time):
             self.late_count += 1
-            return [Late(imp, self._now())]
+            return [Late(imp, "impression", self._now())]
         self.state.put(rkey, _dump({"campaign": imp.campaign, "cost": imp.cost, "billed": None}))
         self.state.put_index(
             keys.expiry_key(imp.ts, keys.IMPRESSION, imp.key, imp.impression_id), b""
@@ -138,13 +130,21 @@ class TaskAttribution:
             return [_outcome(click.key, click.ts, click.click_id, value), *self._advance(click.ts)]
         if self.window.is_late(click.ts, self.stream_time):
             self.late_count += 1
-            return [Late(click, self._now())]
+            return [Late(click, "click", self._now())]
         self.state.put(rkey, _dump({"o": None}))
         self.state.put_index(
             keys.due_key(self.window.decided_after(click.ts), click.ts, click.key, click.click_id),
             b"",
         )
         return self._advance(click.ts)
+
+    def on_left(self, record: Impression) -> list[ClickOutcome | Late]:
+        """:meth:`on_impression` (the policy protocol's name)."""
+        return self.on_impression(record)
+
+    def on_right(self, record: Click) -> list[ClickOutcome | Late]:
+        """:meth:`on_click` (the policy protocol's name)."""
+        return self.on_click(record)
 
     def flush(self) -> list[ClickOutcome | Late]:
         """Decide every pending click (end of input, e.g. a batch run)."""

@@ -18,11 +18,10 @@ from streamjoin.ads.attribution import (
     Click,
     ClickOutcome,
     Impression,
-    Late,
     Outcome,
     TaskAttribution,
 )
-from streamjoin.join.policy import DEAD_LETTER, BadRecord, Emission
+from streamjoin.join.policy import BadRecord, Emission, PolicyTask
 from streamjoin.join.state import KVState
 from streamjoin.join.window import JoinWindow
 
@@ -112,47 +111,8 @@ def encode_outcome(outcome: ClickOutcome) -> bytes:
     return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
 
-def _late_reason(late: Late, grace: int) -> bytes:
-    ts = late.record.ts
-    return (
-        f"late: ts_ms {ts} is more than grace {grace} ms behind stream time {late.stream_time}"
-    ).encode()
-
-
-class _AdTask:
-    def __init__(self, window: JoinWindow, state: KVState) -> None:
-        # the runtime checkpoints once per batch, before the batch's input positions
-        self._logic = TaskAttribution(window, state, auto_checkpoint=False)
-        self._grace = window.grace
-
-    @property
-    def stream_time(self) -> int | None:
-        return self._logic.stream_time
-
-    def on_left(self, record: Impression) -> Sequence[Emission]:
-        return self._encode(self._logic.on_impression(record))
-
-    def on_right(self, record: Click) -> Sequence[Emission]:
-        return self._encode(self._logic.on_click(record))
-
-    def rebuild_indexes(self) -> None:
-        self._logic.rebuild_indexes()
-
-    def checkpoint(self) -> None:
-        self._logic.checkpoint()
-
-    def _encode(self, items: list[ClickOutcome | Late]) -> list[Emission]:
-        out = []
-        for item in items:
-            if isinstance(item, Late):
-                out.append(
-                    Emission(DEAD_LETTER, item.record.key.encode(), _late_reason(item, self._grace))
-                )
-            else:
-                out.append(
-                    Emission(item.outcome.value, item.click_id.encode(), encode_outcome(item))
-                )
-        return out
+def _emission(outcome: ClickOutcome) -> Emission:
+    return Emission(outcome.outcome.value, outcome.click_id.encode(), encode_outcome(outcome))
 
 
 @dataclass(frozen=True)
@@ -176,5 +136,7 @@ class AdAttribution:
     def decode_right(self, key: bytes | None, value: bytes | None, timestamp_ms: int) -> Click:
         return decode_click(key, value)
 
-    def task(self, state: KVState) -> _AdTask:
-        return _AdTask(self.window, state)
+    def task(self, state: KVState) -> PolicyTask[ClickOutcome]:
+        # the runtime checkpoints once per batch, before the batch's input positions
+        logic = TaskAttribution(self.window, state, auto_checkpoint=False)
+        return PolicyTask(logic, _emission, self.window.grace)

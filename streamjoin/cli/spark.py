@@ -4,7 +4,7 @@ Reads the Parquet archive, joins impressions and clicks with the stream's
 policy, writes the campaign report and/or reconciles the stream's outcomes
 against the batch's. Also runnable as a script, e.g. on a cluster::
 
-    spark-submit streamjoin/spark/cli.py run --archive hdfs:///ads/archive --out ./out
+    spark-submit streamjoin/cli/spark.py run --archive hdfs:///ads/archive --out ./out
 
 Exit status: 0 done (reconciliation: no differences); 1 the reconciliation
 found differences; 2 bad input or a failed Spark job (one line on stderr).
@@ -146,7 +146,7 @@ def _run_job(
     spark_master: str | None,
     confs: Sequence[str],
 ) -> int:
-    from streamjoin.ads.errors import BatchError
+    from streamjoin.ads.errors import AdsError
     from streamjoin.ads.spark.policy import load_policy
     from streamjoin.ads.spark.session import describe
 
@@ -154,7 +154,7 @@ def _run_job(
     conf = _parse_conf(confs)
     try:
         ad_policy = load_policy(policy)
-    except BatchError as exc:
+    except AdsError as exc:
         raise BadInput(str(exc)) from None
     if _is_local(archive):
         local = Path(archive.removeprefix("file://"))
@@ -184,7 +184,7 @@ def _run_job(
             code = _job(spark, steps, archive, out, policy, ad_policy, progress)
         progress("Spark stopped")
         return code
-    except BatchError as exc:
+    except AdsError as exc:
         raise BadInput(str(exc)) from None
     except (PySparkException, Py4JError) as exc:
         raise BadInput(f"Spark job failed: {describe(exc)}") from None
@@ -327,7 +327,7 @@ def _describe_difference(row: dict[str, Any]) -> str:
 
 
 def _script_paths() -> None:
-    """Make ``python streamjoin/spark/cli.py`` import the package, not its siblings."""
+    """Make ``python streamjoin/cli/spark.py`` import the package, not its siblings."""
     here = Path(__file__).resolve().parent
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
     try:

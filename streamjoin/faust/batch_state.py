@@ -74,10 +74,6 @@ class BatchState:
         return sorted(found.items())
 
     # -- batch ------------------------------------------------------------------
-    def pending(self) -> int:
-        """Writes not yet committed to RocksDB."""
-        return len(self._over)
-
     def commit(self, offset_key: bytes, changelog_offset: int | None) -> None:
         """Write the batch (and the changelog offset it reached) to RocksDB atomically."""
         if not self._over:

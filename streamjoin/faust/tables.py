@@ -11,7 +11,7 @@ is replaced by :class:`streamjoin.faust.restorer.Restorer`.
 
 from __future__ import annotations
 
-import contextlib
+import logging
 import re
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,8 @@ from typing import Any
 from faust.tables.manager import TableManager as _FaustTableManager
 
 from streamjoin.faust.restorer import Restorer
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["TableManager"]
 
@@ -99,7 +101,7 @@ def _store_offsets(store: Any) -> dict[int, int]:
         match = pattern.match(path.name)
         if match is None or int(match.group(1)) in offsets:
             continue
-        with contextlib.suppress(Exception):
+        try:
             db = rocksdict.Rdict(
                 str(path),
                 options=rocksdict.Options(raw_mode=True),
@@ -109,6 +111,14 @@ def _store_offsets(store: Any) -> dict[int, int]:
                 raw = db.get(store.offset_key)
             finally:
                 db.close()
-            if raw is not None:
-                offsets[int(match.group(1))] = int(raw)
+        except Exception as exc:  # rocksdict raises plain exceptions for every failure
+            logger.warning(
+                "streamjoin: cannot read the changelog offset in %s (%s); "
+                "the assignor counts that partition as not held here",
+                path,
+                exc,
+            )
+            continue
+        if raw is not None:
+            offsets[int(match.group(1))] = int(raw)
     return offsets

@@ -4,20 +4,31 @@ A :class:`JoinPolicy` turns the raw records of the two joined topics into the
 policy's own record types (or rejects them with :class:`BadRecord`), builds
 the per-task logic over a task's :class:`~streamjoin.join.state.KVState`,
 and encodes what the logic emits as :class:`Emission` objects addressed to a
-named output. The runtime (``streamjoin.join.operator``) does every I/O.
+named output. The runtime (``streamjoin.faust.join_operator``) does every I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from streamjoin.join.errors import JoinError
 from streamjoin.join.state import KVState
 from streamjoin.join.window import JoinWindow
 
-__all__ = ["DEAD_LETTER", "BadRecord", "Emission", "JoinPolicy", "TaskLogic"]
+__all__ = [
+    "DEAD_LETTER",
+    "BadRecord",
+    "Emission",
+    "JoinPolicy",
+    "Late",
+    "PolicyTask",
+    "ResultLogic",
+    "TaskLogic",
+]
+
+R = TypeVar("R")
 
 #: output name of records that cannot be joined (bad input, late records)
 DEAD_LETTER = "dead-letter"
@@ -38,6 +49,37 @@ class Emission:
     output: str
     key: bytes | None
     value: bytes
+
+
+class Keyed(Protocol):
+    """What :class:`Late` needs of a record: its join key and event time."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def ts(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class Late:
+    """A record that arrived beyond grace: reported on :data:`DEAD_LETTER`, never joined.
+
+    ``side`` names the input in the report (``left``/``right``, or the
+    policy's own names such as ``impression``/``click``).
+    """
+
+    record: Keyed
+    side: str
+    stream_time: int
+
+    def emission(self, grace: int) -> Emission:
+        """The dead-letter record: keyed by the join key, the reason as its value."""
+        reason = (
+            f"late: {self.side} record ts_ms {self.record.ts} is more than grace {grace} ms "
+            f"behind stream time {self.stream_time}"
+        )
+        return Emission(DEAD_LETTER, self.record.key.encode(), reason.encode())
 
 
 class TaskLogic(Protocol):
@@ -82,3 +124,50 @@ class JoinPolicy(Protocol):
 
     def task(self, state: KVState) -> TaskLogic:
         """The logic of one task over its state."""
+
+
+class ResultLogic(Protocol[R]):
+    """A per-task logic object that returns its own results (and :class:`Late` items)."""
+
+    @property
+    def stream_time(self) -> int | None: ...
+
+    def on_left(self, record: Any) -> list[R | Late]: ...
+
+    def on_right(self, record: Any) -> list[R | Late]: ...
+
+    def rebuild_indexes(self) -> None: ...
+
+    def checkpoint(self) -> None: ...
+
+
+class PolicyTask(Generic[R]):
+    """:class:`TaskLogic` over a :class:`ResultLogic`: encodes results with *encode*,
+    late records with :meth:`Late.emission`. The one task wrapper of every policy."""
+
+    def __init__(self, logic: ResultLogic[R], encode: Callable[[R], Emission], grace: int) -> None:
+        self.logic = logic
+        self._encode_result = encode
+        self._grace = grace
+
+    @property
+    def stream_time(self) -> int | None:
+        return self.logic.stream_time
+
+    def on_left(self, record: Any) -> Sequence[Emission]:
+        return self._encode(self.logic.on_left(record))
+
+    def on_right(self, record: Any) -> Sequence[Emission]:
+        return self._encode(self.logic.on_right(record))
+
+    def rebuild_indexes(self) -> None:
+        self.logic.rebuild_indexes()
+
+    def checkpoint(self) -> None:
+        self.logic.checkpoint()
+
+    def _encode(self, items: list[R | Late]) -> list[Emission]:
+        return [
+            item.emission(self._grace) if isinstance(item, Late) else self._encode_result(item)
+            for item in items
+        ]

@@ -80,7 +80,7 @@ from typing import Any
 
 from streamjoin.join import keys
 from streamjoin.join.errors import JoinError
-from streamjoin.join.policy import DEAD_LETTER, BadRecord, Emission
+from streamjoin.join.policy import BadRecord, Emission, Late, PolicyTask
 from streamjoin.join.state import KVState, MemoryState
 from streamjoin.join.window import JoinWindow
 
@@ -169,15 +169,6 @@ class JoinResult:
         return "" if record is None else record.key
 
 
-@dataclass(frozen=True)
-class Late:
-    """A record that arrived beyond grace: reported, never joined."""
-
-    record: JoinRecord
-    side: Side
-    stream_time: int
-
-
 def closes_after(window: JoinWindow, side: Side, ts: int) -> int:
     """The stream time after which no record can still pair with one at *ts* on *side*.
 
@@ -242,6 +233,9 @@ class TaskWindowedJoin:
         self.state.put(STREAM_TIME, keys.ts_bytes(keys.MAX_TS))
         return list(self._close(*keys.family_range(CLOSE)))
 
+    def checkpoint(self) -> None:
+        """Nothing to write: this logic persists stream time at every advance."""
+
     def rebuild_indexes(self) -> None:
         """Recreate the local close index from the stored records.
 
@@ -276,7 +270,7 @@ class TaskWindowedJoin:
             return self._advance(record.ts)  # fed again: its pairs were emitted
         if self.window.is_late(record.ts, self.stream_time):
             self.late_count += 1
-            return [Late(record, side, self.stream_time or 0)]
+            return [Late(record, side.value, self.stream_time or 0)]
         out: list[JoinResult | Late] = list(self._pair(side, record))
         flag = _PAIRED if out else _OPEN
         # written after the flags of the records it paired with (see module doc)
@@ -434,41 +428,6 @@ def encode_result(result: JoinResult) -> Emission:
     return Emission(JOINED, f"{left or ''}|{right or ''}".encode(), value)
 
 
-class _PolicyTask:
-    """:class:`~streamjoin.join.policy.TaskLogic` over a :class:`TaskWindowedJoin`."""
-
-    def __init__(self, logic: TaskWindowedJoin) -> None:
-        self.logic = logic
-        self.stream_time: int | None = logic.stream_time
-
-    def on_left(self, record: JoinRecord) -> Sequence[Emission]:
-        return self._encode(self.logic.on_left(record))
-
-    def on_right(self, record: JoinRecord) -> Sequence[Emission]:
-        return self._encode(self.logic.on_right(record))
-
-    def rebuild_indexes(self) -> None:
-        self.logic.rebuild_indexes()
-
-    def checkpoint(self) -> None:
-        """Nothing to write: this logic persists stream time at every advance."""
-
-    def _encode(self, items: list[JoinResult | Late]) -> list[Emission]:
-        self.stream_time = self.logic.stream_time
-        out = []
-        for item in items:
-            if isinstance(item, Late):
-                record = item.record
-                reason = (
-                    f"late: {item.side.value} record ts_ms {record.ts} is more than grace "
-                    f"{self.logic.window.grace} ms behind stream time {item.stream_time}"
-                )
-                out.append(Emission(DEAD_LETTER, record.key.encode(), reason.encode()))
-            else:
-                out.append(encode_result(item))
-        return out
-
-
 @dataclass(frozen=True)
 class WindowedJoinPolicy:
     """Policy: a windowed ``kind`` join of two topics on their record keys.
@@ -499,9 +458,10 @@ class WindowedJoinPolicy:
         """A right :class:`JoinRecord`, or :class:`BadRecord`."""
         return self._decode("right", key, value, timestamp_ms)
 
-    def task(self, state: KVState) -> _PolicyTask:
+    def task(self, state: KVState) -> PolicyTask[JoinResult]:
         """The join of one task over its state."""
-        return _PolicyTask(TaskWindowedJoin(self.kind, self.window, state))
+        logic = TaskWindowedJoin(self.kind, self.window, state)
+        return PolicyTask(logic, encode_result, self.window.grace)
 
     def _decode(
         self, side: str, key: bytes | None, value: bytes | None, timestamp_ms: int

@@ -9,7 +9,7 @@ ever applied); the next record to read is ``persisted + 1``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -103,9 +103,3 @@ class PartitionProgress(Generic[TPT]):
         """Offsets this restore covers (applied plus remaining)."""
         return self.applied + self.remaining()
 
-
-def sum_progress(parts: Mapping[TPT, PartitionProgress[TPT]]) -> tuple[int, int]:
-    """Return ``(records applied, records total)`` over *parts*."""
-    done = sum(p.applied for p in parts.values())
-    total = sum(p.total() for p in parts.values())
-    return done, total

@@ -148,41 +148,83 @@ def _override(conf: Any, name: str, value: Any) -> None:
         setattr(conf, name, value)
 
 
-def configure_app(app: Any, options: WorkerOptions) -> None:
-    """Apply *options* to ``app.conf`` (explicit options beat the app's own settings)."""
+#: faust setting -> the environment variable faust reads it from when an app is built
+FAUST_ENV = {
+    "broker": "BROKER_URL",
+    "datadir": "APP_DATADIR",
+    "table_standby_replicas": "TABLE_STANDBY_REPLICAS",
+    "topic_replication_factor": "TOPIC_REPLICATION_FACTOR",
+    "web_port": "WEB_PORT",
+    "web_host": "WEB_HOST",
+    "web_bind": "WEB_BIND",
+    "consumer_group_instance_id": "CONSUMER_GROUP_INSTANCE_ID",
+}
+
+
+def faust_settings(options: WorkerOptions) -> dict[str, Any]:
+    """The faust settings *options* set (name -> value): their one definition.
+
+    :func:`run_worker` exports those faust reads from the environment
+    (:data:`FAUST_ENV`) before it imports the app, because an app may use a
+    setting while it is built (its broker, its data directory);
+    :func:`configure_app` then applies all of them to ``app.conf``.
+    """
+    settings: dict[str, Any] = {"web_bind": options.web_bind}
+    if options.broker is not None:
+        settings["broker"] = broker_urls(options.broker)
+    if options.datadir is not None:
+        settings["datadir"] = Path(options.datadir)
+    if options.standby_replicas is not None:
+        settings["table_standby_replicas"] = options.standby_replicas
+    if options.replication_factor is not None:
+        settings["topic_replication_factor"] = options.replication_factor
+    if options.security.protocol is not None:
+        # explicit settings replace the app's credentials (PLAINTEXT: none at all)
+        settings["broker_credentials"] = options.security.credentials()
+        if options.security.protocol.upper() == "PLAINTEXT":
+            settings["ssl_context"] = None
+    if options.web_port is not None:
+        settings["web_port"] = options.web_port
+    if options.web_host is not None:
+        settings["web_host"] = options.web_host
+    if options.web is not None:
+        settings["web_enabled"] = options.web
+    if options.instance_id is not None:
+        # Kafka static membership, and the member's stable identity
+        settings["consumer_group_instance_id"] = options.instance_id
+    return settings
+
+
+def _export_environment(settings: dict[str, Any]) -> None:
+    """Put *settings* where faust reads them when the app is imported and built."""
+    for name, variable in FAUST_ENV.items():
+        if name in settings:
+            value = settings[name]
+            os.environ[variable] = ";".join(map(str, value)) if name == "broker" else str(value)
+
+
+def configure_app(
+    app: Any, options: WorkerOptions, settings: dict[str, Any] | None = None
+) -> None:
+    """Apply *options* (as :func:`faust_settings` gives them) to ``app.conf``.
+
+    Explicit options beat the app's own settings. An app that sets no web
+    port gets a free one instead of faust's 6066 (faust binds it even with
+    the web server off), so workers on one machine never collide.
+    """
     from yarl import URL
 
     conf = app.conf
-    if options.broker is not None:
-        wanted = broker_urls(options.broker)
-        if list(object.__getattribute__(conf, "_broker") or ()) != wanted:
-            conf.broker = wanted
-    if options.datadir is not None:
-        _override(conf, "datadir", Path(options.datadir))
-    if options.standby_replicas is not None:
-        _override(conf, "table_standby_replicas", options.standby_replicas)
-    if options.replication_factor is not None:
-        _override(conf, "topic_replication_factor", options.replication_factor)
-    if options.security.protocol is not None:
-        # explicit settings replace the app's credentials (PLAINTEXT: none at all)
-        _override(conf, "broker_credentials", options.security.credentials())
-        if options.security.protocol.upper() == "PLAINTEXT":
-            _override(conf, "ssl_context", None)
-    if options.web_port is not None:
-        _override(conf, "web_port", options.web_port)
-    elif object.__getattribute__(conf, "_web_port") == FAUST_WEB_PORT:
-        # faust binds its web port even with the web server off: an app that
-        # sets none gets a free one instead of faust's 6066
+    settings = faust_settings(options) if settings is None else settings
+    for name, value in settings.items():
+        if name == "broker":
+            if list(object.__getattribute__(conf, "_broker") or ()) != value:
+                conf.broker = value
+        else:
+            _override(conf, name, value)
+    if "web_port" not in settings and object.__getattribute__(conf, "_web_port") == FAUST_WEB_PORT:
         _override(conf, "web_port", free_port())
-    if options.web_host is not None:
-        _override(conf, "web_host", options.web_host)
-    _override(conf, "web_bind", options.web_bind)
-    if options.web is not None:
-        _override(conf, "web_enabled", options.web)
     _override(conf, "canonical_url", URL(f"http://{conf.web_host}:{conf.web_port}"))
-    if options.instance_id is not None:
-        # Kafka static membership, and the member's stable identity
-        _override(conf, "consumer_group_instance_id", options.instance_id)
     conf.streamjoin_member = MemberSettings.from_env(os.environ).overridden(
         instance_id=options.instance_id,
         host_label=options.host_label,
@@ -201,9 +243,11 @@ def run_worker(options: WorkerOptions) -> int:
         BrokerUnreachable: the broker does not answer.
         TopicMismatchError: topics read together (a join's) have different partition counts.
     """
-    options.security.credentials()  # contradictions and unusable TLS files fail first
+    settings = faust_settings(options)  # contradictions and unusable TLS files fail first
+    settings.setdefault("web_port", free_port())
+    _export_environment(settings)
     app = load_app(options.app)
-    configure_app(app, options)
+    configure_app(app, options, settings)
     check_broker(list(app.conf.broker), options.broker_timeout)
     from streamjoin.faust.checks import check_topics
 

@@ -30,10 +30,10 @@ from streamjoin.ads.attribution import (  # noqa: E402
     Click,
     ClickOutcome,
     Impression,
-    Late,
     TaskAttribution,
 )
 from streamjoin.ads.policy import encode_outcome  # noqa: E402
+from streamjoin.join.policy import Late  # noqa: E402
 from streamjoin.join.window import JoinWindow  # noqa: E402
 
 #: 2026-01-01T00:00:00Z

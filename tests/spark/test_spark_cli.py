@@ -160,8 +160,8 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path, args: list[str], messag
 
 
 def test_script_help() -> None:
-    """``python streamjoin/spark/cli.py`` (what spark-submit runs) parses its arguments."""
-    script = REPO / "streamjoin" / "spark" / "cli.py"
+    """``python streamjoin/cli/spark.py`` (what spark-submit runs) parses its arguments."""
+    script = REPO / "streamjoin" / "cli" / "spark.py"
     done = subprocess.run(
         [sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=60
     )

@@ -12,12 +12,12 @@ from streamjoin.ads.attribution import (
     Click,
     ClickOutcome,
     Impression,
-    Late,
     Outcome,
     TaskAttribution,
     attribute,
 )
 from streamjoin.join.errors import JoinConfigError
+from streamjoin.join.policy import Late
 from streamjoin.join.state import MemoryState
 from streamjoin.join.window import JoinWindow
 

@@ -71,7 +71,8 @@ def test_a_clicks_backlog_does_not_make_impressions_late(
     imp_events: list[tuple[str, int]], click_events: list[tuple[str, int]], chunks: int
 ) -> None:
     """Clicks fetched far ahead of impressions: the merger keeps the join exact."""
-    from streamjoin.ads.attribution import Click, Impression, Late, TaskAttribution, attribute
+    from streamjoin.ads.attribution import Click, Impression, TaskAttribution, attribute
+    from streamjoin.join.policy import Late
     from streamjoin.join.window import JoinWindow
 
     window = JoinWindow(before=0, after=30, grace=5)

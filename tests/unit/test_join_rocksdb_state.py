@@ -100,7 +100,7 @@ def test_restoring_the_changelog_into_a_fresh_database_continues_exactly(tmp_pat
             doc = json.loads(value)
             assert doc["click_id"] not in outcomes
             outcomes[doc["click_id"]] = value
-    for item in task_b._logic.flush():  # type: ignore[attr-defined]
+    for item in task_b.logic.flush():  # type: ignore[attr-defined]
         outcomes[item.click_id] = b"flushed"
     reference = attribute(impressions, clicks, WINDOW)
     decided = {cid: json.loads(v)["outcome"] for cid, v in outcomes.items() if v != b"flushed"}

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamjoin.join.errors import JoinError
-from streamjoin.join.policy import DEAD_LETTER, BadRecord, Emission
+from streamjoin.join.policy import DEAD_LETTER, BadRecord, Emission, Late
 from streamjoin.join.state import MemoryState
 from streamjoin.join.window import JoinWindow
 from streamjoin.join.windowed import (
@@ -19,7 +19,6 @@ from streamjoin.join.windowed import (
     JoinKind,
     JoinRecord,
     JoinResult,
-    Late,
     Side,
     TaskWindowedJoin,
     WindowedJoinPolicy,
