@@ -88,9 +88,13 @@ def _run_child(spec_path: str) -> int:
                 raise RuntimeError("streamjoin.assignment.assign_document does not exist yet")
             holder: dict[str, Any] = {}
 
+            from streamjoin._gc import gc_paused
+
             def call() -> float:
+                # as the worker's adapter and `streamjoin assign` run it
                 started = time.perf_counter()
-                holder["output"] = assign_document(document)
+                with gc_paused():
+                    holder["output"] = assign_document(document)
                 return time.perf_counter() - started
 
         gc.collect()

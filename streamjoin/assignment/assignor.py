@@ -13,10 +13,8 @@ no clocks, no randomness. The steps:
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 from streamjoin.assignment.actives import place_actives
 from streamjoin.assignment.errors import InvalidGroupStateError
@@ -33,25 +31,7 @@ from streamjoin.assignment.model import (
 from streamjoin.assignment.quotas import Demand, balanced_quotas
 from streamjoin.assignment.standbys import place_standbys
 
-__all__ = ["assign", "gc_paused"]
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while the core allocates.
-
-    An assignment of 100,000 tasks allocates millions of small tuples and
-    lists and creates no reference cycles; left on, the collector's repeated
-    generation scans cost a third of the run. Reference counting still frees
-    everything; the collector resumes (if it was on) when the block ends.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
+__all__ = ["assign"]
 
 
 def assign(state: GroupState) -> Assignment:
@@ -59,8 +39,7 @@ def assign(state: GroupState) -> Assignment:
 
     The result does not depend on the order of ``state.members``.
     """
-    with gc_paused():
-        return _assign(state)
+    return _assign(state)
 
 
 def _assign(state: GroupState) -> Assignment:

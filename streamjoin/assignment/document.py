@@ -12,7 +12,7 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
-from streamjoin.assignment.assignor import assign, gc_paused
+from streamjoin.assignment.assignor import assign
 from streamjoin.assignment.errors import InvalidGroupStateError
 from streamjoin.assignment.model import Assignment, GroupState, MemberState
 
@@ -241,5 +241,4 @@ def assign_document(doc: Any) -> dict[str, Any]:
     Raises :class:`InvalidGroupStateError` (or its sibling
     :class:`CopartitioningError`) with a message naming the bad field.
     """
-    with gc_paused():
-        return render_assignment(assign(parse_group_state(doc)))
+    return render_assignment(assign(parse_group_state(doc)))

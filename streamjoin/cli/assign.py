@@ -8,6 +8,7 @@ from typing import IO
 
 import click
 
+from streamjoin._gc import gc_paused
 from streamjoin.assignment import assign, parse_group_state, render_assignment
 from streamjoin.assignment.errors import AssignmentError
 from streamjoin.assignment.explain import explain
@@ -34,7 +35,8 @@ def assign_command(state: IO[str], show_explain: bool, compact: bool) -> None:
             f"{state.name}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
         ) from None
     try:
-        result = assign(parse_group_state(doc))
+        with gc_paused():
+            result = assign(parse_group_state(doc))
     except AssignmentError as exc:
         raise click.UsageError(str(exc)) from None
     indent = None if compact else 2

@@ -35,6 +35,7 @@ from faust.types.assignor import HostToPartitionMap, PartitionAssignorT
 from faust.types.tuples import TP
 from yarl import URL
 
+from streamjoin._gc import gc_paused
 from streamjoin.assignment import assign
 from streamjoin.assignment.errors import AssignmentError
 from streamjoin.membership.group_state import JoinedMember, build_group_state
@@ -141,7 +142,8 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
             acceptable_recovery_lag=self.settings.recovery_lag,
         )
         try:
-            result = assign(state)
+            with gc_paused():
+                result = assign(state)
         except AssignmentError as exc:
             logger.error("streamjoin: cannot assign the group, stopping this worker: %s", exc)
             self._stop_worker(exc)

@@ -284,17 +284,25 @@ def test_copartition_problems_lists_every_bad_group() -> None:
     assert [p.counts for p in problems] == [{"a": 4, "b": 6}, {"d": 4, "e": 2}]
 
 
-def test_the_garbage_collector_is_restored_after_an_assignment() -> None:
+def test_the_core_leaves_the_garbage_collector_alone_and_gc_paused_restores_it() -> None:
     import gc
 
+    from streamjoin._gc import gc_paused
+
     doc = _doc(_member("a"), _member("b"))
+    seen: list[bool] = []
     assert gc.isenabled()
     assign_document(doc)
     assert gc.isenabled()
+    with gc_paused():
+        seen.append(gc.isenabled())
+        assign_document(doc)
+    assert seen == [False] and gc.isenabled()
     gc.disable()
     try:
-        assign_document(doc)
-        assert not gc.isenabled()
+        with gc_paused():
+            assign_document(doc)
+        assert not gc.isenabled()  # it was off before: it stays off
     finally:
         gc.enable()
 
