@@ -29,7 +29,7 @@ def broker_command(port: int, verbose: bool) -> None:
     from streamjoin.dev.broker import BrokerOptions, EmbeddedBroker
     from streamjoin.dev.errors import DevError
 
-    broker = EmbeddedBroker(BrokerOptions(port=port, quiet=not verbose))
+    broker = EmbeddedBroker(BrokerOptions(port=port, quiet=not verbose, die_with_parent=True))
     stop = threading.Event()
 
     def _on_signal(signum: int, _frame: object) -> None:

@@ -20,8 +20,9 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -52,6 +53,10 @@ class BrokerOptions:
         quiet: discard the broker's own log output.
         log_path: file that receives the broker's output when not quiet
             (``None``: inherit the caller's stdout/stderr).
+        die_with_parent: on Linux, the kernel kills the broker when the
+            thread that started it dies, even by ``kill -9``
+            (``PR_SET_PDEATHSIG``); ``streamjoin broker`` and the demo set it.
+            Start it from a thread that lives as long as the broker should.
     """
 
     port: int = 0
@@ -59,6 +64,24 @@ class BrokerOptions:
     stop_timeout: float = 5.0
     quiet: bool = True
     log_path: Path | None = None
+    die_with_parent: bool = False
+
+
+def _die_with(parent: int) -> Callable[[], None] | None:
+    """A ``preexec_fn`` asking the kernel to SIGKILL the child when *parent* dies (Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_set_pdeathsig = 1
+
+    def arm() -> None:
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+        if os.getppid() != parent:  # the parent died before prctl: die now
+            os._exit(1)
+
+    return arm
 
 
 def broker_binary() -> Path:
@@ -187,6 +210,7 @@ class EmbeddedBroker:
                 stderr=subprocess.STDOUT if out is not None else None,
                 env=env,
                 start_new_session=True,
+                preexec_fn=_die_with(os.getpid()) if self.options.die_with_parent else None,
             )
         deadline = time.monotonic() + self.options.start_timeout
         while time.monotonic() < deadline:

@@ -16,7 +16,7 @@ from typing import Any
 
 from streamjoin.dev.broker import free_port
 from streamjoin.membership.settings import MemberSettings
-from streamjoin.worker.errors import AppImportError, BrokerUnreachable
+from streamjoin.worker.errors import AppImportError, BrokerUnreachable, WorkerSettingsError
 from streamjoin.worker.load import load_object
 from streamjoin.worker.options import DEFAULT_WEB_BIND, KafkaSecurity, broker_urls
 
@@ -173,7 +173,7 @@ def faust_settings(options: WorkerOptions) -> dict[str, Any]:
     if options.broker is not None:
         settings["broker"] = broker_urls(options.broker)
     if options.datadir is not None:
-        settings["datadir"] = Path(options.datadir)
+        settings["datadir"] = _usable_datadir(Path(options.datadir))
     if options.standby_replicas is not None:
         settings["table_standby_replicas"] = options.standby_replicas
     if options.replication_factor is not None:
@@ -193,6 +193,22 @@ def faust_settings(options: WorkerOptions) -> dict[str, Any]:
         # Kafka static membership, and the member's stable identity
         settings["consumer_group_instance_id"] = options.instance_id
     return settings
+
+
+def _usable_datadir(path: Path) -> Path:
+    """*path*, when it is a directory or can become one (its parent exists).
+
+    Raises:
+        WorkerSettingsError: it is a file, or its parent directory is missing.
+    """
+    if path.exists() and not path.is_dir():
+        raise WorkerSettingsError(f"--datadir {path} is a file; give a directory")
+    if not path.exists() and not path.absolute().parent.is_dir():
+        raise WorkerSettingsError(
+            f"--datadir {path}: its parent directory {path.absolute().parent} does not exist; "
+            "create it first or choose another data directory"
+        )
+    return path
 
 
 def _export_environment(settings: dict[str, Any]) -> None:

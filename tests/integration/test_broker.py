@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -72,3 +73,44 @@ def test_broker_on_a_busy_port_fails_with_one_line(broker: EmbeddedBroker) -> No
     assert result.stdout == ""
     assert "already in use" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_kill_9_of_the_broker_command_takes_the_broker_with_it() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CLI, "broker", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    broker_pid = None
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        host, _, port = proc.stdout.readline().decode().strip().partition(":")
+        assert wait_for_port(host, int(port), 10)
+        said = proc.stderr.readline().decode()
+        broker_pid = int(said.split("pid ", 1)[1].split()[0])
+        assert broker_pid != proc.pid and _alive(broker_pid)
+        os.killpg(proc.pid, signal.SIGKILL)  # the command's group; the broker has its own
+        proc.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and _alive(broker_pid):
+            time.sleep(0.1)
+        assert not _alive(broker_pid), "the broker outlived its command"
+        assert not wait_for_port(host, int(port), 0.2)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+        if broker_pid is not None and _alive(broker_pid):
+            os.kill(broker_pid, signal.SIGKILL)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()

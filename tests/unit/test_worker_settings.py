@@ -509,3 +509,25 @@ def test_module_imports_stay_light() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "False"
+
+
+def test_a_datadir_whose_parent_is_missing_is_one_line_before_faust_starts(tmp_path) -> None:
+    from streamjoin.worker.run import faust_settings
+
+    missing = tmp_path / "no-such-parent" / "data"
+    with pytest.raises(WorkerSettingsError, match="no-such-parent does not exist"):
+        faust_settings(WorkerOptions(app="m:app", datadir=missing))
+    afile = tmp_path / "a-file"
+    afile.write_text("x")
+    with pytest.raises(WorkerSettingsError, match="is a file"):
+        faust_settings(WorkerOptions(app="m:app", datadir=afile))
+    fresh = tmp_path / "fresh"
+    assert faust_settings(WorkerOptions(app="m:app", datadir=fresh))["datadir"] == fresh
+
+
+def test_the_worker_command_reports_a_missing_datadir_parent_in_one_line(tmp_path) -> None:
+    result = CliRunner().invoke(
+        main, ["worker", "-A", "m:app", "--datadir", str(tmp_path / "x" / "y")]
+    )
+    assert result.exit_code == 1
+    assert "does not exist" in result.output and "Traceback" not in result.output
