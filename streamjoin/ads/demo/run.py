@@ -155,7 +155,9 @@ class _Demo:
 
     def start_broker(self) -> None:
         self.broker = EmbeddedBroker(
-            BrokerOptions(port=0, quiet=False, log_path=self.logs / "broker.log")
+            BrokerOptions(
+                port=0, quiet=False, log_path=self.logs / "broker.log", die_with_parent=True
+            )
         )
         self.broker.start()
         _say(f"broker: embedded Kafka-protocol broker on {self.broker.bootstrap}")
