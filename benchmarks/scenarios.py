@@ -5,7 +5,7 @@ from an assignor's own fresh result, a *rebalance* document: the surviving membe
 what that assignor gave them (actives, standbys, the generation it returned, changelog
 offsets), then one change is applied — a member joins or a member leaves.
 
-Documents use the shared group-state format of ``streamjoin assign`` (see README.rst).
+Documents use the shared group-state format of ``streamjoin assign`` (see docs/assignment.rst).
 Everything that could vary (which member leaves, reported standby lags) comes from a
 ``random.Random`` seeded per scenario, and every iteration is over sorted keys, so a
 scenario builds byte-for-byte the same document on every run.

@@ -2,7 +2,7 @@
 
 No faust, aiokafka, asyncio or I/O here: plain frozen values in, plain frozen
 values out. ``assign`` works on :class:`GroupState`; ``assign_document`` on the
-JSON document documented in README.rst.
+JSON document documented in docs/assignment.rst.
 """
 
 from streamjoin.assignment.assignor import assign

@@ -1,7 +1,7 @@
 """The JSON group-state document: parse, validate, assign, render.
 
 This is the format ``streamjoin assign`` reads and prints, the property tests
-and benchmarks use, and README.rst documents. Parsing never trusts its input:
+and benchmarks use, and docs/assignment.rst documents. Parsing never trusts its input:
 every problem is reported as an :class:`InvalidGroupStateError` naming the
 offending field, never as a ``KeyError`` or ``TypeError``.
 """
@@ -221,7 +221,7 @@ def _str_key(name: Any, where: str) -> str:
 
 
 def render_assignment(result: Assignment) -> dict[str, Any]:
-    """The JSON form of an :class:`Assignment` (see README.rst)."""
+    """The JSON form of an :class:`Assignment` (see docs/assignment.rst)."""
     return {
         "assignment": {
             member_id: {

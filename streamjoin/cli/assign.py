@@ -25,7 +25,7 @@ __all__ = ["assign_command"]
 def assign_command(state: IO[str], show_explain: bool, compact: bool) -> None:
     """Read a group state as JSON (file or stdin) and print the assignment as JSON.
 
-    The formats are documented in README.rst ("The JSON formats"). Exit code 2
+    The formats are documented in docs/assignment.rst. Exit code 2
     on bad input, with a message naming the offending field.
     """
     try:

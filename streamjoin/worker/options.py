@@ -232,24 +232,10 @@ class KafkaSecurity:
         protocol = self.protocol.upper() if self.protocol else None
         if protocol is None or protocol == "PLAINTEXT":
             return None
-        from faust.auth import GSSAPICredentials, SASLCredentials, SSLCredentials
+        from streamjoin.faust.security import faust_credentials
 
         context = self.ssl_context() if protocol in _TLS_PROTOCOLS else None
-        if protocol == "SSL":
-            return SSLCredentials(context)
-        if self.mechanism == "GSSAPI":
-            return GSSAPICredentials(
-                kerberos_service_name=self.kerberos_service_name or "kafka",
-                kerberos_domain_name=self.kerberos_domain_name,
-                ssl_context=context,
-                mechanism="GSSAPI",
-            )
-        return SASLCredentials(
-            username=self.sasl_username,
-            password=self.sasl_password,
-            ssl_context=context,
-            mechanism=self.mechanism,
-        )
+        return faust_credentials(protocol, self.mechanism, context, self)
 
 
 def _reason(exc: BaseException) -> str:

@@ -94,11 +94,11 @@ def load_app(spec: str) -> Any:
         AppImportError: the module cannot be imported, the attribute is
             missing, or it is not a ``faust.App``.
     """
-    import faust
+    from streamjoin.faust.runner import APP_TYPES
 
     return load_object(
         spec,
-        expected=faust.App,
+        expected=APP_TYPES,
         error=AppImportError,
         what="app",
         example="-A myproj.app:app",
@@ -268,19 +268,12 @@ def run_worker(options: WorkerOptions) -> int:
     from streamjoin.faust.checks import check_topics
 
     check_topics(app, options.broker_timeout)
-    from faust.worker import Worker
+    from streamjoin.faust.runner import run_app
 
-    kwargs: dict[str, Any] = {
-        "loglevel": options.loglevel,
-        "logfile": options.logfile,
-        "debug": options.debug,
-    }
-    if options.blocking_timeout is not None:
-        kwargs["blocking_timeout"] = options.blocking_timeout
-    worker = Worker(app, **kwargs)
-    try:
-        worker.execute_from_commandline()
-    except SystemExit as exc:
-        code = exc.code
-        return code if isinstance(code, int) else (0 if code is None else 1)
-    return 0
+    return run_app(
+        app,
+        loglevel=options.loglevel,
+        logfile=options.logfile,
+        debug=options.debug,
+        blocking_timeout=options.blocking_timeout,
+    )

@@ -1,0 +1,35 @@
+"""Running a faust app in this process: the faust side of ``streamjoin worker``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import faust
+
+__all__ = ["APP_TYPES", "run_app"]
+
+#: what ``-A`` must name: a faust app (``streamjoin.App`` is one)
+APP_TYPES: tuple[type, ...] = (faust.App,)
+
+
+def run_app(
+    app: Any,
+    *,
+    loglevel: str,
+    logfile: str | None,
+    debug: bool,
+    blocking_timeout: float | None,
+) -> int:
+    """Run *app* in a faust ``Worker`` until it stops; return the exit status."""
+    from faust.worker import Worker
+
+    kwargs: dict[str, Any] = {"loglevel": loglevel, "logfile": logfile, "debug": debug}
+    if blocking_timeout is not None:
+        kwargs["blocking_timeout"] = blocking_timeout
+    worker = Worker(app, **kwargs)
+    try:
+        worker.execute_from_commandline()
+    except SystemExit as exc:
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    return 0
