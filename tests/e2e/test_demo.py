@@ -1,27 +1,33 @@
-"""``streamjoin demo`` end to end: broker, workers with a kill -9, archive, Spark."""
+"""``streamjoin demo`` end to end: broker, workers with a kill -9, archive, Spark.
+
+It runs the installed wheel (``installed``: a fresh virtualenv outside the
+checkout), from a directory outside the checkout: the main job needs nothing
+but the package.
+"""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
+from typing import Any
 
 import pyarrow.dataset as ds
 import pytest
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[2]
 
-
-def test_a_short_seeded_demo_reconciles_and_archives_every_event_once(tmp_path: Path) -> None:
+def test_a_short_seeded_demo_reconciles_and_archives_every_event_once(
+    installed: Any, tmp_path: Path
+) -> None:
     out = tmp_path / "demo"
     done = subprocess.run(
-        [sys.executable, "-m", "streamjoin", "demo", "--out", str(out), "--duration", "24"],
+        [str(installed.streamjoin), "demo", "--out", str(out), "--duration", "24"],
         capture_output=True,
         text=True,
-        cwd=REPO,
+        cwd=tmp_path,
+        env=installed.env(),
         timeout=600,
         check=False,
     )
