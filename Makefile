@@ -5,6 +5,12 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
+# the pure layers and the ad policy's pure modules: mypy --strict (pyproject.toml)
+PURE := streamjoin/assignment streamjoin/membership streamjoin/join streamjoin/restore \
+	streamjoin/errors.py streamjoin/_lazy.py streamjoin/_gc.py streamjoin/ads/policy.py \
+	streamjoin/ads/attribution.py streamjoin/ads/keys.py streamjoin/ads/topics.py \
+	streamjoin/ads/generator/core.py streamjoin/ads/generator/config.py
+
 .PHONY: test demo lint typecheck unit bench bench-restore bench-join clean
 
 $(BIN)/python:
@@ -26,8 +32,8 @@ demo: $(DEMO_STAMP)
 	$(BIN)/streamjoin demo --out demo-out --force
 
 lint: $(STAMP)
-	$(BIN)/ruff check streamjoin tests benchmarks
-	$(BIN)/mypy streamjoin/assignment streamjoin/membership streamjoin/join streamjoin/errors.py
+	$(BIN)/ruff check streamjoin tests benchmarks examples
+	$(BIN)/mypy $(PURE)
 
 test: lint
 	$(BIN)/pytest
