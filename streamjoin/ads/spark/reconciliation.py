@@ -127,41 +127,86 @@ def reconcile(
     Runs one Spark job for the figures; ``differences`` is returned lazy (a
     DataFrame sorted by kind and click id, computed when read).
     """
+    conflicting = _conflicting(tolerance)
+    mismatched = _mismatched_fields(tolerance)
+    compared = _compare(_dedupe_stream(stream), _batch_side(batch), clicks, decided)
+    classified = compared.withColumn("kind", _kind(conflicting, mismatched))
+    differences = _differences(classified, conflicting, mismatched)
+    return _summarize(classified, differences)
+
+
+def _dedupe_stream(stream: DataFrame) -> DataFrame:
+    """One row per stream click: its row count, how many distinct variants its
+    rows have, their cost spread, all variants, and ``s_``-prefixed values.
+
+    ``first()`` of a group is arbitrary; it only matters for groups without
+    conflicts (whose rows agree).
+    """
     s = stream.select("click_id", "auction_id", "click_ts_ms", *_VALUES)
-    deduped = s.groupBy("click_id").agg(
+    return s.groupBy("click_id").agg(
         F.count(F.lit(1)).alias("s_rows"),
         F.size(F.collect_set(F.struct(*COMPARED_FIELDS))).alias("s_variants"),
         (F.max("cost") - F.min("cost")).alias("s_cost_spread"),
         F.sort_array(F.collect_set(F.struct(*COMPARED_FIELDS, "cost"))).alias("s_all"),
         *[F.first(c).alias(f"s_{c}") for c in ("auction_id", "click_ts_ms", *_VALUES)],
     )
-    # first() of a group is arbitrary; it only matters for groups without conflicts
-    conflicting = (F.col("s_variants") > 1) | (F.col("s_cost_spread") > F.lit(tolerance))
-    b = batch.select(
+
+
+def _conflicting(tolerance: float) -> Column:
+    """True for a deduped stream click whose rows disagree (fields, or cost beyond
+    ``tolerance``)."""
+    return (F.col("s_variants") > 1) | (F.col("s_cost_spread") > F.lit(tolerance))
+
+
+def _batch_side(batch: DataFrame) -> DataFrame:
+    """The batch's outcomes with their values ``b_``-prefixed."""
+    return batch.select(
         "click_id",
         *[F.col(c).alias(f"b_{c}") for c in ("auction_id", "click_ts_ms", *_VALUES)],
     )
+
+
+def _compare(
+    deduped: DataFrame, batch_side: DataFrame, clicks: DataFrame, decided: DataFrame
+) -> DataFrame:
+    """Stream and batch side by side, one row per click in either, with the flags
+    ``in_stream``, ``is_decided`` and ``is_known`` (in the archive's clicks)."""
     decided_ids = decided.select("click_id").distinct().withColumn("is_decided", F.lit(True))
     known_ids = clicks.select("click_id").distinct().withColumn("is_known", F.lit(True))
-    joined = (
+    return (
         deduped.withColumn("in_stream", F.lit(True))
-        .join(b, "click_id", "full_outer")
+        .join(batch_side, "click_id", "full_outer")
         .join(decided_ids, "click_id", "left")
         .join(known_ids, "click_id", "left")
         .fillna(False, subset=["in_stream", "is_decided", "is_known"])
     )
-    mismatched = F.concat_ws(
+
+
+def _mismatched_fields(tolerance: float) -> Column:
+    """The compared fields that differ between stream and batch, ``;``-separated
+    (``""`` when none)."""
+    return F.concat_ws(
         ";",
         *[F.when(~F.col(f"s_{c}").eqNullSafe(F.col(f"b_{c}")), F.lit(c)) for c in COMPARED_FIELDS],
         F.when(_cost_differs(F.col("s_cost"), F.col("b_cost"), tolerance), F.lit("cost")),
     )
-    kind = (
+
+
+def _kind(conflicting: Column, mismatched: Column) -> Column:
+    """A click's kind of difference, the first that applies in :data:`KINDS`
+    order; null when the click does not differ."""
+    return (
         F.when(F.col("in_stream") & conflicting, F.lit(CONFLICTING))
         .when(F.col("in_stream") & ~F.col("is_decided"), F.lit(EXTRA))
         .when(F.col("is_decided") & ~F.col("in_stream"), F.lit(MISSING))
         .when(F.col("is_decided") & (mismatched != ""), F.lit(MISMATCH))
     )
-    detail = (
+
+
+def _detail(conflicting: Column) -> Column:
+    """A sentence on why a click differs (``""`` for a field mismatch: ``fields``
+    says which)."""
+    return (
         F.when(
             F.col("in_stream") & conflicting,
             F.concat(
@@ -181,9 +226,13 @@ def reconcile(
         .when(~F.col("in_stream"), F.lit("no stream outcome for a decided click"))
         .otherwise(F.lit(""))
     )
+
+
+def _differences(classified: DataFrame, conflicting: Column, mismatched: Column) -> DataFrame:
+    """The differing clicks, columns :data:`DIFFERENCE_COLUMNS`, sorted by kind and
+    click id (lazy). Stream values are left out for conflicting clicks."""
     stream_side = F.col("in_stream") & ~conflicting
-    classified = joined.withColumn("kind", kind)
-    differences = (
+    return (
         classified.where(F.col("kind").isNotNull())
         .select(
             "kind",
@@ -199,12 +248,15 @@ def reconcile(
                     F.col(f"b_{name}").alias(f"batch_{name}"),
                 )
             ],
-            detail.alias("detail"),
+            _detail(conflicting).alias("detail"),
         )
         .select(*DIFFERENCE_COLUMNS)
         .orderBy("kind", "click_id")
     )
-    # every figure in one pass over the comparison
+
+
+def _summarize(classified: DataFrame, differences: DataFrame) -> Reconciliation:
+    """Every figure in one Spark job (one pass over the comparison)."""
     figures = classified.agg(
         F.count(F.when(F.col("is_decided"), True)).alias("compared"),
         F.count(F.when(F.col("is_known"), True)).alias("known"),
@@ -223,6 +275,7 @@ def reconcile(
 
 
 def _cost_differs(stream_cost: Column, batch_cost: Column, tolerance: float) -> Column:
+    """True when exactly one cost is null, or they differ by more than ``tolerance``."""
     one_null = stream_cost.isNull() != batch_cost.isNull()
     return one_null | (F.abs(stream_cost - batch_cost) > F.lit(tolerance))
 
