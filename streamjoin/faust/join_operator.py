@@ -22,6 +22,13 @@ After a crash the task's state (restored from the changelog) says where its
 input resumes: records before that offset are skipped, so an input record is
 applied to state at most once; outputs of a batch whose state was lost are
 re-emitted with the same key and value (effectively once, by key).
+
+This module holds :class:`Join`, which wires the pieces into faust and runs
+batches; the pieces are :mod:`~streamjoin.faust.join_declare` (checks and
+declarations), :mod:`~streamjoin.faust.join_tasks` (per-task runtime and
+record routing), :mod:`~streamjoin.faust.join_batch` (the durability steps
+above) and :mod:`~streamjoin.faust.join_stats` (counters, progress lines,
+the web page's view).
 """
 
 from __future__ import annotations
@@ -29,89 +36,31 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
-from streamjoin.assignment.grouping import copartition_problems
-from streamjoin.faust.batch_state import BatchState
-from streamjoin.join import keys
+from streamjoin.faust.join_batch import Batch, commit_and_ack, send_changelog, send_outputs
+from streamjoin.faust.join_declare import (
+    check_batching,
+    check_outputs,
+    check_sides,
+    check_table_manager,
+    declare_copartitioned,
+    declare_dead_letters,
+    declare_outputs,
+    declare_source,
+    declare_state_table,
+    hook_rebalance,
+    join_partitions,
+)
+from streamjoin.faust.join_stats import JoinStats, ProgressLog, describe_join
+from streamjoin.faust.join_tasks import LEFT, RIGHT, JoinTask, RecordRouter, event_time_ms
 from streamjoin.join.errors import JoinConfigError
-from streamjoin.join.ordering import EventTimeMerger
-from streamjoin.join.policy import DEAD_LETTER, BadRecord, Emission, JoinPolicy, TaskLogic
+from streamjoin.join.policy import JoinPolicy
 
 __all__ = ["Join", "JoinStats"]
 
 logger = logging.getLogger(__name__)
-
-LEFT = "left"
-RIGHT = "right"
-SIDES = (LEFT, RIGHT)
-
-#: records a task holds back waiting for its other input before it goes on
-#: without it (bounds memory when one input stalls while the other flows)
-MAX_BUFFERED_PER_TASK = 50_000
-
-#: header names on dead-letter records
-REASON_HEADER = "streamjoin-reason"
-SOURCE_HEADER = "streamjoin-source"
-
-
-@dataclass
-class JoinStats:
-    """Counters of one join on this worker (since the worker started)."""
-
-    received: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SIDES, 0))
-    processed: int = 0
-    skipped_replays: int = 0
-    bad: int = 0
-    late: int = 0
-    emitted: dict[str, int] = field(default_factory=dict)
-    batches: int = 0
-    idle_expirations: int = 0
-    gaps: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready copy."""
-        return {
-            "received": dict(self.received),
-            "processed": self.processed,
-            "skipped_replays": self.skipped_replays,
-            "bad": self.bad,
-            "late": self.late,
-            "emitted": dict(sorted(self.emitted.items())),
-            "batches": self.batches,
-            "idle_expirations": self.idle_expirations,
-            "gaps": self.gaps,
-        }
-
-
-class _Task:
-    """One partition of both topics on this worker."""
-
-    def __init__(self, partition: int, policy: JoinPolicy, max_idle_ms: int) -> None:
-        self.partition = partition
-        self.state = BatchState()
-        self.merger: EventTimeMerger[Any] = EventTimeMerger(
-            SIDES, max_idle_ms, max_buffered=MAX_BUFFERED_PER_TASK
-        )
-        self.logic: TaskLogic | None = None
-        self.policy = policy
-        #: next input offset to apply, per side (from state; None: unknown yet)
-        self.position: dict[str, int | None] = dict.fromkeys(SIDES)
-        #: next offset expected from the consumer, per side
-        self.next_seen: dict[str, int | None] = dict.fromkeys(SIDES)
-        self.unacked: list[Any] = []
-
-    def open(self, db: Any) -> None:
-        """Load the task from its (restored) database and rebuild its indexes."""
-        self.state.db = db
-        self.logic = self.policy.task(self.state)
-        self.logic.rebuild_indexes()
-        for side in SIDES:
-            raw = self.state.get(keys.position_key(side))
-            self.position[side] = None if raw is None else int.from_bytes(raw, "big")
-            self.next_seen[side] = self.position[side]
 
 
 class Join:
@@ -144,106 +93,79 @@ class Join:
         self.app = app
         self.name = name
         self.policy = policy
-        self.left_topic = _topic_name(left)
-        self.right_topic = _topic_name(right)
-        if self.left_topic == self.right_topic:
-            raise JoinConfigError(
-                f"join {name!r}: cannot join topic {self.left_topic!r} with itself"
-            )
-        counts = {
-            t: n
-            for t, n in ((self.left_topic, _declared(left)), (self.right_topic, _declared(right)))
-            if n
-        }
-        problems = copartition_problems(counts, [(self.left_topic, self.right_topic)])
-        if problems:
-            raise problems[0]
-        self.partitions = (
-            partitions or next(iter(counts.values()), None) or app.conf.topic_partitions
+        wanted = self._validate(
+            left, right, partitions, max_idle_ms, batch_max, batch_interval, outputs
         )
-        if max_idle_ms < 0 or batch_max < 1 or batch_interval <= 0:
-            raise JoinConfigError(
-                f"join {name!r}: max_idle_ms must be >= 0, batch_max >= 1, batch_interval > 0"
-            )
-        from streamjoin.faust.tables import TableManager
+        self._declare_topics(wanted, dead_letters)
+        self._declare_state_table()
+        self._init_runtime()
+        self._wire_agent()
 
-        manager = app.conf.TableManager
-        if not (isinstance(manager, type) and issubclass(manager, TableManager)):
-            raise JoinConfigError(
-                f"join {name!r} needs streamjoin's table restoration: create the app with "
-                "streamjoin.App, or pass TableManager='streamjoin:TableManager' to faust.App"
-            )
+    # -- declaration (in this order: nothing is declared unless every check passed) ------
+
+    def _validate(
+        self,
+        left: Any,
+        right: Any,
+        partitions: int | None,
+        max_idle_ms: int,
+        batch_max: int,
+        batch_interval: float,
+        outputs: Mapping[str, Any] | None,
+    ) -> dict[str, Any]:
+        """Check the declaration; returns the output overrides. Declares nothing."""
+        self.left_topic, self.right_topic, counts = check_sides(self.name, left, right)
+        self.partitions = join_partitions(self.app, partitions, counts)
+        check_batching(self.name, max_idle_ms, batch_max, batch_interval)
+        check_table_manager(self.app, self.name)
         self.max_idle_ms = max_idle_ms
         self.batch_max = batch_max
         self.batch_interval = batch_interval
-        raw = {"key_serializer": "raw", "value_serializer": "raw"}
-        wanted = dict(outputs or {})
-        unknown = sorted(set(wanted) - set(policy.outputs))
-        if unknown:
-            raise JoinConfigError(
-                f"join {name!r}: unknown outputs {unknown}; the policy emits {list(policy.outputs)}"
-            )
-        self.outputs: dict[str, Any] = {}
-        for out in policy.outputs:
-            target = wanted.get(out, f"{name}-{out}")
-            self.outputs[out] = app.topic(target, **raw) if isinstance(target, str) else target
-        dlq = dead_letters if dead_letters is not None else f"{name}-dead-letters"
-        self.dead_letters = app.topic(dlq, **raw) if isinstance(dlq, str) else dlq
-        self.source = app.topic(
-            self.left_topic, self.right_topic, partitions=self.partitions, **raw
-        )
-        self.table = app.Table(
-            f"{name}-state",
-            partitions=self.partitions,
-            key_type=bytes,
-            value_type=bytes,
-            help=f"state of join {name}",
-        )
+        return check_outputs(self.name, self.policy, outputs)
+
+    def _declare_topics(self, wanted: Mapping[str, Any], dead_letters: Any) -> None:
+        """The output, dead-letter and source topics (raw bytes)."""
+        app = self.app
+        self.outputs: dict[str, Any] = declare_outputs(app, self.name, self.policy, wanted)
+        self.dead_letters = declare_dead_letters(app, self.name, dead_letters)
+        self.source = declare_source(app, self.left_topic, self.right_topic, self.partitions)
+
+    def _declare_state_table(self) -> None:
+        """The changelogged state table, co-partitioned with both sides."""
+        self.table = declare_state_table(self.app, self.name, self.partitions)
         self.changelog_topic = self.table.changelog_topic.get_topic_name()
-        groups = list(getattr(app, "copartitioned_topics", ()))
-        groups.append((self.left_topic, self.right_topic, self.changelog_topic))
-        app.copartitioned_topics = groups
+        declare_copartitioned(self.app, (self.left_topic, self.right_topic, self.changelog_topic))
+
+    def _init_runtime(self) -> None:
+        """Counters, tasks and the batch lock of this worker."""
         self.stats = JoinStats()
-        self._tasks: dict[int, _Task] = {}
+        self._tasks: dict[int, JoinTask] = {}
+        self._router = RecordRouter(
+            self.name, self.policy, self.stats, self.outputs, self.dead_letters
+        )
         self._lock = asyncio.Lock()
         self._buffered = 0
         self._received_since_tick = 0
         self._last_arrival_ms = 0
         #: seconds between progress log lines
         self.log_interval = 10.0
-        self._logged_at = time.monotonic()
-        self._logged_n = 0
-        self.agent = app.agent(self.source, name=f"streamjoin.join.{name}")(self._consume)
+        self._progress = ProgressLog(logger, self.name)
         self._revoking = False
+
+    def _wire_agent(self) -> None:
+        """The agent reading both sides, the batch ticker and the rebalance hook."""
+        app = self.app
+        self.agent = app.agent(self.source, name=f"streamjoin.join.{self.name}")(self._consume)
         # a task loop, not app.timer: faust stops timers before it waits for
         # in-flight records on shutdown, and this loop makes them durable
         app.task(self._ticker)
-        _hook_rebalance(self)
+        hook_rebalance(self)
 
     # -- introspection -------------------------------------------------------------
 
     def describe(self) -> dict[str, Any]:
         """The join's configuration, tasks and counters (JSON-ready)."""
-        window = self.policy.window
-        return {
-            "name": self.name,
-            "left": self.left_topic,
-            "right": self.right_topic,
-            "partitions": self.partitions,
-            "window": {"before": window.before, "after": window.after, "grace": window.grace},
-            "changelog": self.changelog_topic,
-            "outputs": {k: v.get_topic_name() for k, v in sorted(self.outputs.items())},
-            "dead_letters": self.dead_letters.get_topic_name(),
-            "tasks": {
-                str(p): {
-                    "stream_time": t.logic.stream_time if t.logic else None,
-                    "position": dict(t.position),
-                    "buffered": t.merger.buffered(),
-                }
-                for p, t in sorted(self._tasks.items())
-            },
-            "stats": self.stats.as_dict(),
-        }
+        return describe_join(self, self._tasks)
 
     # -- input --------------------------------------------------------------------
 
@@ -267,30 +189,14 @@ class Join:
     async def _on_timer(self) -> None:
         if self._buffered and not self._revoking:
             await self._tick()
-        now = time.monotonic()
-        if now - self._logged_at >= self.log_interval and self.stats.processed != self._logged_n:
-            self._log_progress(now)
-
-    def _log_progress(self, now: float) -> None:
-        rate = (self.stats.processed - self._logged_n) / max(now - self._logged_at, 1e-9)
-        self._logged_at, self._logged_n = now, self.stats.processed
-        emitted = ", ".join(f"{k} {v}" for k, v in sorted(self.stats.emitted.items()))
-        logger.info(
-            "join %s: %d tasks, %d records processed (%.0f/s), %d buffered, %d skipped replays; "
-            "out: %s",
-            self.name,
-            len(self._tasks),
-            self.stats.processed,
-            rate,
-            self._buffered,
-            self.stats.skipped_replays,
-            emitted or "nothing yet",
+        self._progress.maybe_log(
+            time.monotonic(), self.log_interval, self.stats, len(self._tasks), self._buffered
         )
 
-    def _task(self, partition: int) -> _Task:
+    def _task(self, partition: int) -> JoinTask:
         task = self._tasks.get(partition)
         if task is None:
-            task = self._tasks[partition] = _Task(partition, self.policy, self.max_idle_ms)
+            task = self._tasks[partition] = JoinTask(partition, self.policy, self.max_idle_ms)
             task.open(self._db(partition))
         return task
 
@@ -312,8 +218,8 @@ class Join:
         self.stats.received[side] += 1
         task = self._task(message.partition)
         offset = message.offset
-        position = task.position[side]
-        if position is not None and offset > position and task.next_seen[side] == position:
+        position = task.see(side, offset)
+        if position is not None:
             # Records are acked only once applied, so faust never commits past
             # the state's position; if the consumer starts beyond it anyway
             # (a changelog truncated or deleted), records in between are not in
@@ -330,22 +236,11 @@ class Join:
                 position,
                 offset - 1,
             )
-        task.next_seen[side] = offset + 1
-        ts = int(message.timestamp * 1000) if message.timestamp is not None else 0
+        ts = event_time_ms(message)
         self._last_arrival_ms = int(time.monotonic() * 1000)
         task.merger.add(side, ts, event, now_ms=self._last_arrival_ms)
         self._buffered += 1
         self._received_since_tick += 1
-
-    def _unread(self, task: _Task) -> dict[str, bool]:
-        consumer = self.app.consumer
-        unread = {}
-        for side in SIDES:
-            topic = self.left_topic if side == LEFT else self.right_topic
-            hw = _highwater(consumer, topic, task.partition)
-            seen = task.next_seen[side]
-            unread[side] = hw is None or (hw > 0 if seen is None else seen < hw)
-        return unread
 
     # -- a batch ------------------------------------------------------------------
 
@@ -361,99 +256,32 @@ class Join:
                 await self.app.crash(exc)
 
     async def _run_batch(self) -> None:
-        now = int(time.monotonic() * 1000)
-        outputs: list[tuple[str, bytes | None, bytes, list[tuple[str, bytes]] | None]] = []
-        touched: list[_Task] = []
-        for partition in sorted(self._tasks):
-            task = self._tasks[partition]
-            before = task.merger.idle_expirations
-            # records arriving for any task mean the consumer is still
-            # delivering: a task's missing input may be queued behind them
-            task.merger.progress(self._last_arrival_ms)
-            released = task.merger.poll(now, self._unread(task))
-            self.stats.idle_expirations += task.merger.idle_expirations - before
-            if not released:
-                continue
-            touched.append(task)
-            self._buffered -= len(released)
-            for side, event in released:
-                outputs.extend(self._apply(task, side, event))
-                task.unacked.append(event)
-            if task.logic is not None:
-                task.logic.checkpoint()
-            # the positions are the batch's last changes: a changelog that has
-            # them has everything the batch changed before them
-            for side in SIDES:
-                if task.position[side] is not None:
-                    task.state.put(
-                        keys.position_key(side), int(task.position[side] or 0).to_bytes(8, "big")
-                    )
-        if not touched:
+        """Release and apply what every task can, then make it durable (see join_batch)."""
+        batch = self._release()
+        if not batch.touched:
             return
         producer = self.app.producer
-        futures = [await producer.send(t, k, v, None, None, h) for t, k, v, h in outputs]
-        if futures:
-            await asyncio.gather(*futures)
-        changelog: list[tuple[_Task, Any]] = []
-        for task in touched:
-            for key, value in task.state.content:
-                fut = await producer.send(
-                    self.changelog_topic, key, value, task.partition, None, None
-                )
-                changelog.append((task, fut))
-        last: dict[int, int] = {}
-        for task, fut in changelog:
-            meta = await fut
-            last[task.partition] = max(last.get(task.partition, -1), meta.offset)
-        offset_key = self.table.data.offset_key
-        for task in touched:
-            task.state.db = self._db(task.partition)
-            task.state.commit(offset_key, last.get(task.partition))
-            for event in task.unacked:
-                event.ack()
-            task.unacked.clear()
+        await send_outputs(producer, batch.outputs)
+        last = await send_changelog(producer, self.changelog_topic, batch.touched)
+        commit_and_ack(batch.touched, self.table.data.offset_key, last, self._db)
         self.stats.batches += 1
 
-    def _apply(
-        self, task: _Task, side: str, event: Any
-    ) -> list[tuple[str, bytes | None, bytes, list[tuple[str, bytes]] | None]]:
-        message = event.message
-        position = task.position[side]
-        if position is not None and message.offset < position:
-            self.stats.skipped_replays += 1
-            return []
-        task.position[side] = message.offset + 1
-        self.stats.processed += 1
-        decode = self.policy.decode_left if side == LEFT else self.policy.decode_right
-        ts = int(message.timestamp * 1000) if message.timestamp is not None else 0
-        logic = task.logic
-        if logic is None:  # opened in _task(); a dropped task never reaches here
-            raise JoinConfigError(f"join {self.name!r}: task {task.partition} is not open")
-        try:
-            record = decode(message.key, message.value, ts)
-        except BadRecord as exc:
-            self.stats.bad += 1
-            return [self._dead_letter(message, exc.reason.encode())]
-        emitted: Sequence[Emission] = (logic.on_left if side == LEFT else logic.on_right)(record)
-        out = []
-        for emission in emitted:
-            if emission.output == DEAD_LETTER:
-                self.stats.late += 1
-                out.append(self._dead_letter(message, emission.value))
+    def _release(self) -> Batch:
+        """Every task's released records, applied to its batch state (nothing sent yet)."""
+        now = int(time.monotonic() * 1000)
+        batch = Batch()
+        topics = {LEFT: self.left_topic, RIGHT: self.right_topic}
+        for partition in sorted(self._tasks):
+            task = self._tasks[partition]
+            released = task.release(
+                now, self._last_arrival_ms, self.app.consumer, topics, self.stats
+            )
+            if not released:
                 continue
-            self.stats.emitted[emission.output] = self.stats.emitted.get(emission.output, 0) + 1
-            topic = self.outputs[emission.output].get_topic_name()
-            out.append((topic, emission.key, emission.value, None))
-        return out
-
-    def _dead_letter(
-        self, message: Any, reason: bytes
-    ) -> tuple[str, bytes | None, bytes, list[tuple[str, bytes]] | None]:
-        source = f"{message.topic}:{message.partition}:{message.offset}".encode()
-        value = message.value if message.value is not None else b""
-        headers = [(REASON_HEADER, reason), (SOURCE_HEADER, source)]
-        self.stats.emitted[DEAD_LETTER] = self.stats.emitted.get(DEAD_LETTER, 0) + 1
-        return (self.dead_letters.get_topic_name(), message.key, value, headers)
+            batch.touched.append(task)
+            self._buffered -= len(released)
+            batch.outputs.extend(task.stage(released, self._router))
+        return batch
 
     # -- rebalance ----------------------------------------------------------------
 
@@ -482,40 +310,3 @@ class Join:
                 self._buffered -= task.merger.buffered()
                 task.state.discard()
                 task.state.db = None
-
-
-def _hook_rebalance(join: Join) -> None:
-    """Let the join drop revoked tasks before faust closes their databases."""
-    table = join.table
-    original = table.on_rebalance
-
-    async def on_rebalance(
-        assigned: set[Any], revoked: set[Any], newly_assigned: set[Any], generation_id: int = 0
-    ) -> None:
-        await join.on_rebalance(assigned)
-        await original(assigned, revoked, newly_assigned, generation_id)
-
-    table.on_rebalance = on_rebalance
-
-
-def _topic_name(topic: Any) -> str:
-    if isinstance(topic, str):
-        return topic
-    names = list(getattr(topic, "topics", ()) or ())
-    if len(names) != 1 or getattr(topic, "pattern", None):
-        raise JoinConfigError(f"a join side must be one topic, got {topic!r}")
-    return str(names[0])
-
-
-def _declared(topic: Any) -> int | None:
-    return None if isinstance(topic, str) else getattr(topic, "partitions", None)
-
-
-def _highwater(consumer: Any, topic: str, partition: int) -> int | None:
-    from faust.types import TP
-
-    try:
-        hw = consumer.highwater(TP(topic, partition))
-    except (KeyError, AssertionError, AttributeError, TypeError):
-        return None
-    return None if hw is None else int(hw)

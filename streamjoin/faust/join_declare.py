@@ -1,0 +1,172 @@
+"""Declaring a join in a faust app: what is checked, and what is created.
+
+The checks run before anything is declared, so a join that is refused leaves
+the app untouched: the two sides are single, distinct, co-partitioned topics;
+the batching knobs are in range; the app restores tables with streamjoin's
+:class:`~streamjoin.faust.tables.TableManager`; every output override names an
+output the policy emits. Then the join's topics (outputs, dead letters, the
+source both sides are read from, all raw bytes), its changelogged state table
+and its co-partition group are declared on the app.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from streamjoin.assignment.grouping import copartition_problems
+from streamjoin.join.errors import JoinConfigError
+from streamjoin.join.policy import JoinPolicy
+
+if TYPE_CHECKING:
+    from streamjoin.faust.join_operator import Join
+
+__all__ = [
+    "RAW",
+    "check_batching",
+    "check_outputs",
+    "check_sides",
+    "check_table_manager",
+    "declare_copartitioned",
+    "declare_dead_letters",
+    "declare_outputs",
+    "declare_source",
+    "declare_state_table",
+    "hook_rebalance",
+    "join_partitions",
+]
+
+#: serializers of every topic a join reads or writes: the policy does the decoding
+RAW: Mapping[str, str] = {"key_serializer": "raw", "value_serializer": "raw"}
+
+
+# -- checks -------------------------------------------------------------------------
+
+
+def check_sides(name: str, left: Any, right: Any) -> tuple[str, str, dict[str, int]]:
+    """The two sides' topic names and their declared partition counts.
+
+    Raises:
+        JoinConfigError: a side is not exactly one topic, both sides are the
+            same topic, or their declared partition counts differ.
+    """
+    left_topic = _topic_name(left)
+    right_topic = _topic_name(right)
+    if left_topic == right_topic:
+        raise JoinConfigError(f"join {name!r}: cannot join topic {left_topic!r} with itself")
+    counts = {
+        t: n for t, n in ((left_topic, _declared(left)), (right_topic, _declared(right))) if n
+    }
+    problems = copartition_problems(counts, [(left_topic, right_topic)])
+    if problems:
+        raise problems[0]
+    return left_topic, right_topic, counts
+
+
+def join_partitions(app: Any, partitions: int | None, counts: Mapping[str, int]) -> int:
+    """The join's partition count: given, else declared by a side, else the app's default."""
+    found: int = partitions or next(iter(counts.values()), None) or app.conf.topic_partitions
+    return found
+
+
+def check_batching(name: str, max_idle_ms: int, batch_max: int, batch_interval: float) -> None:
+    """Raise :class:`JoinConfigError` unless the batching knobs are in range."""
+    if max_idle_ms < 0 or batch_max < 1 or batch_interval <= 0:
+        raise JoinConfigError(
+            f"join {name!r}: max_idle_ms must be >= 0, batch_max >= 1, batch_interval > 0"
+        )
+
+
+def check_table_manager(app: Any, name: str) -> None:
+    """Raise :class:`JoinConfigError` unless *app* restores tables with streamjoin's manager."""
+    from streamjoin.faust.tables import TableManager
+
+    manager = app.conf.TableManager
+    if not (isinstance(manager, type) and issubclass(manager, TableManager)):
+        raise JoinConfigError(
+            f"join {name!r} needs streamjoin's table restoration: create the app with "
+            "streamjoin.App, or pass TableManager='streamjoin:TableManager' to faust.App"
+        )
+
+
+def check_outputs(
+    name: str, policy: JoinPolicy, outputs: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The output overrides, after checking that the policy emits every one of them."""
+    wanted = dict(outputs or {})
+    unknown = sorted(set(wanted) - set(policy.outputs))
+    if unknown:
+        raise JoinConfigError(
+            f"join {name!r}: unknown outputs {unknown}; the policy emits {list(policy.outputs)}"
+        )
+    return wanted
+
+
+# -- declarations -------------------------------------------------------------------
+
+
+def declare_outputs(
+    app: Any, name: str, policy: JoinPolicy, wanted: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Output name -> faust topic, for every output of *policy* (default ``<name>-<output>``)."""
+    outputs: dict[str, Any] = {}
+    for out in policy.outputs:
+        target = wanted.get(out, f"{name}-{out}")
+        outputs[out] = app.topic(target, **RAW) if isinstance(target, str) else target
+    return outputs
+
+
+def declare_dead_letters(app: Any, name: str, dead_letters: Any) -> Any:
+    """The dead-letter topic (default ``<name>-dead-letters``)."""
+    dlq = dead_letters if dead_letters is not None else f"{name}-dead-letters"
+    return app.topic(dlq, **RAW) if isinstance(dlq, str) else dlq
+
+
+def declare_source(app: Any, left_topic: str, right_topic: str, partitions: int) -> Any:
+    """The one faust topic the join's agent reads both sides from."""
+    return app.topic(left_topic, right_topic, partitions=partitions, **RAW)
+
+
+def declare_state_table(app: Any, name: str, partitions: int) -> Any:
+    """The join's state table ``<name>-state`` (bytes to bytes, changelogged)."""
+    return app.Table(
+        f"{name}-state",
+        partitions=partitions,
+        key_type=bytes,
+        value_type=bytes,
+        help=f"state of join {name}",
+    )
+
+
+def declare_copartitioned(app: Any, topics: tuple[str, ...]) -> None:
+    """Tell the assignor that *topics* form one co-partitioned group."""
+    groups = list(getattr(app, "copartitioned_topics", ()))
+    groups.append(topics)
+    app.copartitioned_topics = groups
+
+
+def hook_rebalance(join: Join) -> None:
+    """Let the join drop revoked tasks before faust closes their databases."""
+    table = join.table
+    original = table.on_rebalance
+
+    async def on_rebalance(
+        assigned: set[Any], revoked: set[Any], newly_assigned: set[Any], generation_id: int = 0
+    ) -> None:
+        await join.on_rebalance(assigned)
+        await original(assigned, revoked, newly_assigned, generation_id)
+
+    table.on_rebalance = on_rebalance
+
+
+def _topic_name(topic: Any) -> str:
+    if isinstance(topic, str):
+        return topic
+    names = list(getattr(topic, "topics", ()) or ())
+    if len(names) != 1 or getattr(topic, "pattern", None):
+        raise JoinConfigError(f"a join side must be one topic, got {topic!r}")
+    return str(names[0])
+
+
+def _declared(topic: Any) -> int | None:
+    return None if isinstance(topic, str) else getattr(topic, "partitions", None)

@@ -1,0 +1,221 @@
+"""The per-task runtime of a join: one partition of both topics on this worker.
+
+A :class:`JoinTask` holds the task's RocksDB-backed :class:`BatchState`, its
+policy logic, its :class:`~streamjoin.join.ordering.EventTimeMerger` and the
+input position of each side (read from state when the task opens). The
+:class:`RecordRouter` applies the records a task releases: it skips replays
+(records before the state's position), decodes the rest with the policy, feeds
+them to the task's logic and turns what comes out into records for the output
+and dead-letter topics. Nothing here sends, awaits or acks; the operator
+(:mod:`streamjoin.faust.join_operator`) makes batches durable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from streamjoin.faust.batch_state import BatchState
+from streamjoin.join import keys
+from streamjoin.join.errors import JoinConfigError
+from streamjoin.join.ordering import EventTimeMerger
+from streamjoin.join.policy import DEAD_LETTER, BadRecord, Emission, JoinPolicy, TaskLogic
+
+if TYPE_CHECKING:
+    from streamjoin.faust.join_stats import JoinStats
+
+__all__ = [
+    "LEFT",
+    "MAX_BUFFERED_PER_TASK",
+    "REASON_HEADER",
+    "RIGHT",
+    "SIDES",
+    "SOURCE_HEADER",
+    "JoinTask",
+    "Output",
+    "RecordRouter",
+    "event_time_ms",
+    "highwater",
+]
+
+LEFT = "left"
+RIGHT = "right"
+SIDES = (LEFT, RIGHT)
+
+#: records a task holds back waiting for its other input before it goes on
+#: without it (bounds memory when one input stalls while the other flows)
+MAX_BUFFERED_PER_TASK = 50_000
+
+#: header names on dead-letter records
+REASON_HEADER = "streamjoin-reason"
+SOURCE_HEADER = "streamjoin-source"
+
+#: a record to produce: (topic, key, value, headers)
+Output = tuple[str, bytes | None, bytes, list[tuple[str, bytes]] | None]
+
+
+def event_time_ms(message: Any) -> int:
+    """The record's own timestamp in milliseconds (0 when it has none)."""
+    return int(message.timestamp * 1000) if message.timestamp is not None else 0
+
+
+class JoinTask:
+    """One partition of both topics on this worker."""
+
+    def __init__(self, partition: int, policy: JoinPolicy, max_idle_ms: int) -> None:
+        self.partition = partition
+        self.state = BatchState()
+        self.merger: EventTimeMerger[Any] = EventTimeMerger(
+            SIDES, max_idle_ms, max_buffered=MAX_BUFFERED_PER_TASK
+        )
+        self.logic: TaskLogic | None = None
+        self.policy = policy
+        #: next input offset to apply, per side (from state; None: unknown yet)
+        self.position: dict[str, int | None] = dict.fromkeys(SIDES)
+        #: next offset expected from the consumer, per side
+        self.next_seen: dict[str, int | None] = dict.fromkeys(SIDES)
+        self.unacked: list[Any] = []
+
+    def open(self, db: Any) -> None:
+        """Load the task from its (restored) database and rebuild its indexes."""
+        self.state.db = db
+        self.logic = self.policy.task(self.state)
+        self.logic.rebuild_indexes()
+        for side in SIDES:
+            raw = self.state.get(keys.position_key(side))
+            self.position[side] = None if raw is None else int.from_bytes(raw, "big")
+            self.next_seen[side] = self.position[side]
+
+    def see(self, side: str, offset: int) -> int | None:
+        """Note that the consumer delivered *offset* of *side*.
+
+        Returns the task state's position when the consumer started beyond it
+        (records in between were never applied to the state), else ``None``.
+        """
+        position = self.position[side]
+        gap = position is not None and offset > position and self.next_seen[side] == position
+        self.next_seen[side] = offset + 1
+        return position if gap else None
+
+    def unread(self, consumer: Any, topics: Mapping[str, str]) -> dict[str, bool]:
+        """Per side: may the consumer still have records of this task to deliver?"""
+        unread = {}
+        for side in SIDES:
+            hw = highwater(consumer, topics[side], self.partition)
+            seen = self.next_seen[side]
+            unread[side] = hw is None or (hw > 0 if seen is None else seen < hw)
+        return unread
+
+    def release(
+        self,
+        now_ms: int,
+        last_arrival_ms: int,
+        consumer: Any,
+        topics: Mapping[str, str],
+        stats: JoinStats,
+    ) -> list[tuple[str, Any]]:
+        """The ``(side, event)`` records the merger lets go now, in event-time order."""
+        before = self.merger.idle_expirations
+        # records arriving for any task mean the consumer is still
+        # delivering: a task's missing input may be queued behind them
+        self.merger.progress(last_arrival_ms)
+        released = self.merger.poll(now_ms, self.unread(consumer, topics))
+        stats.idle_expirations += self.merger.idle_expirations - before
+        return released
+
+    def stage(self, released: Sequence[tuple[str, Any]], router: RecordRouter) -> list[Output]:
+        """Apply *released* to the batch state and return the records to produce.
+
+        The events are kept in :attr:`unacked` until the batch is durable; the
+        positions are written last.
+        """
+        outputs: list[Output] = []
+        for side, event in released:
+            outputs.extend(router.apply(self, side, event))
+            self.unacked.append(event)
+        if self.logic is not None:
+            self.logic.checkpoint()
+        # the positions are the batch's last changes: a changelog that has
+        # them has everything the batch changed before them
+        for side in SIDES:
+            if self.position[side] is not None:
+                self.state.put(
+                    keys.position_key(side), int(self.position[side] or 0).to_bytes(8, "big")
+                )
+        return outputs
+
+
+class RecordRouter:
+    """Applies released records to their task's logic and routes the results.
+
+    Attributes:
+        name: the join's name (in error messages).
+        policy: decodes the records.
+        stats: the join's counters, updated per record.
+        outputs: output name -> faust topic the output's results go to.
+        dead_letters: faust topic of records that cannot be joined.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        policy: JoinPolicy,
+        stats: JoinStats,
+        outputs: Mapping[str, Any],
+        dead_letters: Any,
+    ) -> None:
+        self.name = name
+        self.policy = policy
+        self.stats = stats
+        self.outputs = outputs
+        self.dead_letters = dead_letters
+
+    def apply(self, task: JoinTask, side: str, event: Any) -> list[Output]:
+        """Apply one record of *side*; a replay (before the position) is skipped."""
+        message = event.message
+        position = task.position[side]
+        if position is not None and message.offset < position:
+            self.stats.skipped_replays += 1
+            return []
+        task.position[side] = message.offset + 1
+        self.stats.processed += 1
+        decode = self.policy.decode_left if side == LEFT else self.policy.decode_right
+        ts = event_time_ms(message)
+        logic = task.logic
+        if logic is None:  # opened when first seen; a dropped task never reaches here
+            raise JoinConfigError(f"join {self.name!r}: task {task.partition} is not open")
+        try:
+            record = decode(message.key, message.value, ts)
+        except BadRecord as exc:
+            self.stats.bad += 1
+            return [self.dead_letter(message, exc.reason.encode())]
+        emitted: Sequence[Emission] = (logic.on_left if side == LEFT else logic.on_right)(record)
+        out = []
+        for emission in emitted:
+            if emission.output == DEAD_LETTER:
+                self.stats.late += 1
+                out.append(self.dead_letter(message, emission.value))
+                continue
+            self.stats.emitted[emission.output] = self.stats.emitted.get(emission.output, 0) + 1
+            topic = self.outputs[emission.output].get_topic_name()
+            out.append((topic, emission.key, emission.value, None))
+        return out
+
+    def dead_letter(self, message: Any, reason: bytes) -> Output:
+        """The dead-letter record of *message*, with the reason and the source in headers."""
+        source = f"{message.topic}:{message.partition}:{message.offset}".encode()
+        value = message.value if message.value is not None else b""
+        headers = [(REASON_HEADER, reason), (SOURCE_HEADER, source)]
+        self.stats.emitted[DEAD_LETTER] = self.stats.emitted.get(DEAD_LETTER, 0) + 1
+        return (self.dead_letters.get_topic_name(), message.key, value, headers)
+
+
+def highwater(consumer: Any, topic: str, partition: int) -> int | None:
+    """The consumer's high watermark of ``topic[partition]``, ``None`` when unknown."""
+    from faust.types import TP
+
+    try:
+        hw = consumer.highwater(TP(topic, partition))
+    except (KeyError, AssertionError, AttributeError, TypeError):
+        return None
+    return None if hw is None else int(hw)
