@@ -1,0 +1,97 @@
+"""Watching the running workers: periodic samples and the live console view.
+
+:func:`sample_workers` polls every running worker's web pages
+(``/streamjoin/assignment/`` and ``/streamjoin/joins/``) into the run's
+:class:`~streamjoin.ads.demo.state.DemoState`; :func:`live_view` prints one
+line per worker (status, tasks, standbys, records processed, restore progress).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import urllib.request
+from collections.abc import Sequence
+from typing import Any
+
+from streamjoin.ads.demo.state import DemoState, Worker, say
+from streamjoin.ads.demo.timeline import Sample
+
+__all__ = ["INPUT_TOPIC", "live_view", "restore_progress", "sample_workers"]
+
+#: the topic whose partitions are the tasks shown as a worker's tasks
+INPUT_TOPIC = "impressions"
+RESTORING = re.compile(r"restoring table (\S+): ([\d,]+)/([\d,]+) records")
+
+
+def _get_json(port: int, path: str) -> Any:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+        return json.loads(response.read())
+
+
+def sample_workers(state: DemoState, workers: Sequence[Worker]) -> None:
+    """Record every running worker's tasks (a :class:`Sample`) and latest figures.
+
+    A worker whose pages do not answer (starting, stopping) is skipped.
+    """
+    t = state.now()
+    for worker in workers:
+        if not worker.process.running():
+            continue
+        try:
+            assignment = _get_json(worker.web_port, "/streamjoin/assignment/")
+            joins = _get_json(worker.web_port, "/streamjoin/joins/")
+        except (OSError, ValueError):
+            continue
+        tasks = tuple(sorted(assignment.get("actives", {}).get(INPUT_TOPIC, [])))
+        state.samples.append(Sample(t, worker.name, tasks))
+        billing = joins.get("billing", {})
+        standby = assignment.get("standbys", {})
+        state.stats[worker.name] = {
+            "tasks": tasks,
+            "standbys": tuple(sorted({p for ps in standby.values() for p in ps})),
+            "stats": billing.get("stats", {}),
+            "buffered": sum(t.get("buffered", 0) for t in billing.get("tasks", {}).values()),
+        }
+
+
+def live_view(
+    state: DemoState, workers: Sequence[Worker], generator: subprocess.Popen[bytes] | None
+) -> None:
+    """Print the generator's status and one line per worker."""
+    rows = []
+    for worker in workers:
+        info = state.stats.get(worker.name, {})
+        stats = info.get("stats", {})
+        status = (
+            "killed"
+            if worker.killed_at is not None
+            else ("running" if worker.process.running() else "stopped")
+        )
+        restore = restore_progress(worker.process.log_text(since_start=False))
+        rows.append(
+            f"  {worker.name:<4} {status:<8} tasks {list(info.get('tasks', ()))!s:<14} "
+            f"standbys {list(info.get('standbys', ()))!s:<14} "
+            f"processed {stats.get('processed', 0):>8,} buffered {info.get('buffered', 0):>5,}"
+            f"{'  ' + restore if restore else ''}"
+        )
+    gen = "running" if generator is not None and generator.poll() is None else "done"
+    say(f"[{state.now():6.1f}s] generator {gen}")
+    for row in rows:
+        say(row)
+
+
+def restore_progress(log: str) -> str:
+    """A progress bar of the last table restore in a worker's log; ``""`` when none
+    is under way."""
+    last = None
+    for found in RESTORING.finditer(log[-20_000:]):
+        last = found
+    if last is None:
+        return ""
+    done, total = (int(x.replace(",", "")) for x in last.group(2, 3))
+    if total == 0 or done >= total:
+        return ""
+    filled = int(20 * done / total)
+    return f"restoring [{'#' * filled}{'.' * (20 - filled)}] {done:,}/{total:,}"
