@@ -1,0 +1,148 @@
+"""Per-partition bookkeeping of table restoration, and the gate that lets tasks run.
+
+:class:`ChangelogBook` is what this process knows of each changelog partition
+it restores or follows: the table it belongs to, the store writer applying its
+records, the last offset applied by this process and how many records the
+latest active restore applied. It outlives restore sessions (writers are
+reused, applied offsets survive until their partition is revoked).
+
+:class:`TaskGate` resumes a task's stream partitions once none of its
+changelog partitions (and no global table) is still being restored; nothing
+of a partition is processed before then.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from aiokafka import TopicPartition
+from faust.types import TP
+
+from streamjoin.faust.changelog_store import ChangelogRecord, StoreWriter, writer_for
+from streamjoin.restore.plan import PartitionProgress, ready_partitions
+from streamjoin.restore.progress import TableProgress
+
+__all__ = ["ChangelogBook", "TaskGate"]
+
+logger = logging.getLogger("streamjoin.restore")
+
+
+class ChangelogBook:
+    """Tables, store writers and applied offsets of the changelog partitions.
+
+    Attributes:
+        tables: faust's table manager (its ``_changelogs`` maps a changelog
+            topic to its table).
+        applied: last changelog offset applied by this process, per partition
+            (faust's persisted-offset convention); kept until the partition
+            is revoked.
+        restore_counts: records applied by the latest active restore, per
+            partition.
+    """
+
+    def __init__(self, tables: Any) -> None:
+        self.tables = tables
+        self._writers: dict[Any, StoreWriter] = {}
+        self.applied: dict[TP, int] = {}
+        self.restore_counts: dict[TP, int] = {}
+
+    def table_for(self, tp: TP) -> Any:
+        """The table whose changelog *tp* is."""
+        return self.tables._changelogs[tp.topic]
+
+    def writer(self, tp: TP) -> StoreWriter:
+        """The writer applying records of *tp* to its table's local store (one per table)."""
+        table = self.table_for(tp)
+        writer = self._writers.get(table)
+        if writer is None:
+            writer = self._writers[table] = writer_for(table)
+        return writer
+
+    def apply(self, tp: TP, records: Sequence[ChangelogRecord]) -> None:
+        """Apply *records* (non-empty, in offset order) atomically and note the last offset."""
+        self.writer(tp).apply(tp, records)
+        self.applied[tp] = records[-1].offset
+
+    def wipe(self, ktp: TopicPartition, position: int, hw: int) -> None:
+        """Delete the local state of a partition that claims more than its changelog holds."""
+        tp = TP(ktp.topic, ktp.partition)
+        logger.warning(
+            "local state of %s[%d] claims offset %d but the changelog ends at %d "
+            "(topic recreated or data deleted): wiping this partition's local state "
+            "and restoring it from the beginning",
+            tp.topic,
+            tp.partition,
+            position - 1,
+            hw,
+        )
+        self.writer(tp).wipe(tp)
+        self.applied.pop(tp, None)
+
+    def partition_restored(
+        self, tp: TP, part: PartitionProgress[TopicPartition], started: float
+    ) -> None:
+        """Record and log that active partition *tp* caught up."""
+        self.restore_counts[tp] = part.applied
+        logger.info(
+            "restored changelog %s[%d]: %d records applied (offsets %d..%d) in %.2fs",
+            tp.topic,
+            tp.partition,
+            part.applied,
+            part.first_offset,
+            part.position - 1,
+            time.monotonic() - started,
+        )
+
+    def snapshots(
+        self,
+        progress: Mapping[TopicPartition, PartitionProgress[TopicPartition]],
+        ktps: Mapping[TopicPartition, TP],
+        started: float,
+    ) -> list[TableProgress]:
+        """Progress of the restore per table, for the progress reporter."""
+        by_table: dict[str, list[PartitionProgress[TopicPartition]]] = {}
+        for ktp, part in progress.items():
+            name = str(self.table_for(ktps[ktp]).name)
+            by_table.setdefault(name, []).append(part)
+        elapsed = time.monotonic() - started
+        return [
+            TableProgress(
+                table=name,
+                restored=sum(p.applied for p in parts),
+                total=sum(p.total() for p in parts),
+                elapsed=elapsed,
+            )
+            for name, parts in sorted(by_table.items())
+        ]
+
+
+class TaskGate:
+    """Resumes a task's stream partitions once none of its tables is being restored."""
+
+    def __init__(
+        self,
+        consumer: Any,
+        streams: set[TP],
+        global_partitions: set[int],
+        restored_at: dict[int, float],
+    ) -> None:
+        self._consumer = consumer
+        self._waiting = set(streams)
+        self._global_partitions = global_partitions
+        self._restored_at = restored_at
+
+    def update(self, pending: set[int]) -> None:
+        """Resume every waiting stream partition whose task has nothing *pending*."""
+        global_pending = bool(pending & self._global_partitions)
+        partitions = {tp.partition for tp in self._waiting} | set(pending)
+        ready = ready_partitions(sorted(partitions), pending, global_pending)
+        now = time.time()
+        for partition in sorted(ready):
+            self._restored_at.setdefault(partition, now)
+        resume = {tp for tp in self._waiting if tp.partition in ready}
+        if resume:
+            self._waiting -= resume
+            self._consumer.resume_partitions(resume)

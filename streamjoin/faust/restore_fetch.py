@@ -1,0 +1,259 @@
+"""The restore consumer and its fetch loops: reading changelogs and applying them.
+
+A restore consumer has no group and is assigned its changelog partitions by
+hand (:func:`restore_consumer`). A :class:`ChangelogFetcher` drives one:
+
+* :meth:`ChangelogFetcher.restore_actives` reads the active partitions from
+  the persisted offset + 1 until the consumer position reaches the larger of
+  the latest fetch high watermark and the ``ListOffsets`` end offset (the
+  fetch high watermark is authoritative: some brokers answer ``ListOffsets``
+  with a stale value), releasing each task through the gate as its
+  partitions catch up;
+* :meth:`ChangelogFetcher.tail_standbys` applies the standby partitions
+  until the session is stale.
+
+Every fetch is applied per partition in one atomic store batch that also
+records the offset. A position beyond the changelog's end (the topic was
+recreated or its data deleted) wipes that partition's local state and
+restores it from the beginning.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import OffsetOutOfRangeError
+from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth, server_list
+from faust.types import TP
+from faust.types.enums import ProcessingGuarantee
+
+from streamjoin.faust.restore_book import ChangelogBook, TaskGate
+from streamjoin.restore.plan import (
+    PartitionProgress,
+    is_beyond_end,
+    is_caught_up,
+    restore_target,
+    start_offset,
+)
+from streamjoin.restore.progress import ProgressReporter
+
+__all__ = ["ChangelogFetcher", "RestoreSettings", "restore_consumer"]
+
+logger = logging.getLogger("streamjoin.restore")
+
+Progress = dict[TopicPartition, PartitionProgress[TopicPartition]]
+
+
+class RestoreSettings:
+    """Knobs of the restore consumer (class attributes; override in a subclass).
+
+    Attributes:
+        fetch_max_bytes: upper bound of one fetch response.
+        max_partition_fetch_bytes: upper bound per partition per fetch.
+        fetch_max_wait_ms: how long the broker may hold a fetch while restoring
+            actives.
+        standby_fetch_max_wait_ms: the same while tailing standbys (long: idle
+            standbys must not cost CPU).
+        poll_timeout_ms: how long one ``getmany`` waits while restoring.
+        standby_poll_timeout_ms: the same once only standbys are tailed.
+        progress_interval: seconds between progress lines per table.
+    """
+
+    fetch_max_bytes = 64 * 1024 * 1024
+    max_partition_fetch_bytes = 16 * 1024 * 1024
+    fetch_max_wait_ms = 100
+    standby_fetch_max_wait_ms = 500
+    poll_timeout_ms = 200
+    standby_poll_timeout_ms = 500
+    progress_interval = 1.0
+
+
+@asynccontextmanager
+async def restore_consumer(
+    conf: Any, settings: type[RestoreSettings], fetch_max_wait_ms: int
+) -> AsyncIterator[AIOKafkaConsumer]:
+    """A started restore consumer for the app's brokers (no group), stopped on exit."""
+    rc = _new_restore_consumer(conf, settings, fetch_max_wait_ms)
+    await rc.start()
+    try:
+        yield rc
+    finally:
+        await rc.stop()
+
+
+def _new_restore_consumer(
+    conf: Any, settings: type[RestoreSettings], fetch_max_wait_ms: int
+) -> AIOKafkaConsumer:
+    exactly_once = conf.processing_guarantee == ProcessingGuarantee.EXACTLY_ONCE
+    return AIOKafkaConsumer(
+        bootstrap_servers=server_list(conf.broker, 9092),
+        client_id=f"{conf.broker_client_id}-restore",
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="none",
+        isolation_level="read_committed" if exactly_once else "read_uncommitted",
+        fetch_max_bytes=settings.fetch_max_bytes,
+        max_partition_fetch_bytes=settings.max_partition_fetch_bytes,
+        fetch_max_wait_ms=fetch_max_wait_ms,
+        request_timeout_ms=int(conf.broker_request_timeout * 1000),
+        check_crcs=False,
+        **credentials_to_aiokafka_auth(conf.broker_credentials, conf.ssl_context),
+    )
+
+
+class ChangelogFetcher:
+    """Reads changelog partitions with one restore consumer and applies them.
+
+    Arguments:
+        rc: the started restore consumer (see :func:`restore_consumer`).
+        book: where records are applied and offsets noted.
+        settings: poll timeouts and the progress interval.
+        stale: ``True`` once the session must stop (a newer rebalance, or
+            the service stopping); checked before every fetch.
+    """
+
+    def __init__(
+        self,
+        rc: AIOKafkaConsumer,
+        book: ChangelogBook,
+        settings: type[RestoreSettings],
+        stale: Callable[[], bool],
+    ) -> None:
+        self._rc = rc
+        self._book = book
+        self._settings = settings
+        self._stale = stale
+
+    async def restore_actives(self, actives: set[TP], gate: TaskGate) -> bool:
+        """Restore every active changelog partition; ``False`` if a rebalance interrupted."""
+        rc = self._rc
+        ktps = {TopicPartition(tp.topic, tp.partition): tp for tp in actives}
+        rc.assign(sorted(ktps))
+        ends = await rc.end_offsets(list(ktps))
+        starts = await self._seek_start(ktps)
+        pending = set(ktps)
+        progress = {
+            k: PartitionProgress(k, starts[k], starts[k], target=ends.get(k)) for k in pending
+        }
+        started = time.monotonic()
+        reporter = ProgressReporter(logger, interval=self._settings.progress_interval)
+        logger.info(
+            "restoring %d changelog partition(s) of %d table(s)",
+            len(pending),
+            len({tp.topic for tp in actives}),
+        )
+        while pending:
+            if self._stale():
+                return False
+            await self._fetch_and_apply(ktps, self._settings.poll_timeout_ms, progress)
+            for ktp in sorted(pending):
+                position = await self._position(ktp, progress)
+                if position is None:
+                    continue
+                hw = rc.highwater(ktp)
+                part = progress[ktp]
+                part.position = position
+                if hw is not None:
+                    part.target = restore_target(hw, ends.get(ktp))
+                if is_caught_up(position, hw, ends.get(ktp)):
+                    pending.discard(ktp)
+                    rc.pause(ktp)
+                    self._book.partition_restored(ktps[ktp], part, started)
+                    gate.update(pending={k.partition for k in pending})
+            reporter.maybe_report(self._book.snapshots(progress, ktps, started), force=not pending)
+        return True
+
+    async def tail_standbys(self, standbys: set[TP]) -> bool:
+        """Apply the standby changelog partitions until the session is stale."""
+        rc = self._rc
+        ktps = {TopicPartition(tp.topic, tp.partition): tp for tp in standbys}
+        rc.assign(sorted(ktps))
+        await self._seek_start(ktps)
+        logger.info("applying %d standby changelog partition(s)", len(ktps))
+        no_progress: Progress = {}
+        while not self._stale():
+            await self._fetch_and_apply(ktps, self._settings.standby_poll_timeout_ms, no_progress)
+            for ktp in sorted(ktps):
+                await self._position(ktp, no_progress)
+        return True
+
+    async def _seek_start(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Seek each partition to its persisted offset + 1 (at least its first offset)."""
+        rc = self._rc
+        tps = list(tps)
+        beginnings = await rc.beginning_offsets(tps)
+        starts: dict[TopicPartition, int] = {}
+        for ktp in tps:
+            tp = TP(ktp.topic, ktp.partition)
+            persisted = self._book.writer(tp).persisted_offset(tp)
+            first = start_offset(persisted)
+            begin = beginnings.get(ktp) or 0
+            offset = begin if first is None else max(first, begin)
+            if persisted is not None:
+                self._book.applied[tp] = persisted
+            rc.seek(ktp, offset)
+            starts[ktp] = offset
+        return starts
+
+    async def _fetch_and_apply(
+        self, ktps: Mapping[TopicPartition, TP], wait_ms: int, progress: Progress
+    ) -> None:
+        """One ``getmany``: apply each partition's records as one atomic batch."""
+        try:
+            fetched = await self._rc.getmany(timeout_ms=wait_ms)
+        except OffsetOutOfRangeError as exc:
+            await self._out_of_range(exc.args[0] if exc.args else {}, progress)
+            return
+        for ktp, records in fetched.items():
+            tp = ktps.get(ktp)
+            if not records or tp is None:
+                continue
+            self._book.apply(tp, records)
+            part = progress.get(ktp)
+            if part is not None:
+                part.applied += len(records)
+
+    async def _position(self, ktp: TopicPartition, progress: Progress) -> int | None:
+        """The partition's position, after wiping it if it is beyond the changelog's end."""
+        rc = self._rc
+        hw = rc.highwater(ktp)
+        position: int = await rc.position(ktp)
+        if hw is not None and is_beyond_end(position, hw):
+            self._book.wipe(ktp, position, hw)
+            begin = (await rc.beginning_offsets([ktp])).get(ktp) or 0
+            rc.seek(ktp, begin)
+            if ktp in progress:
+                progress[ktp] = PartitionProgress(ktp, begin, begin)
+            return None
+        return position
+
+    async def _out_of_range(
+        self, offsets: Mapping[TopicPartition, int], progress: Progress
+    ) -> None:
+        """Kafka answers OffsetOutOfRange for a position past the end (or before the start)."""
+        if not offsets:
+            return
+        rc = self._rc
+        ends = await rc.end_offsets(list(offsets))
+        begins = await rc.beginning_offsets(list(offsets))
+        for ktp, offset in offsets.items():
+            begin = begins.get(ktp) or 0
+            if offset > (ends.get(ktp) or 0):
+                self._book.wipe(ktp, offset, ends.get(ktp) or 0)
+            else:
+                logger.warning(
+                    "changelog %s[%d] no longer holds offset %d (retention or compaction); "
+                    "continuing from its first offset %d",
+                    ktp.topic,
+                    ktp.partition,
+                    offset,
+                    begin,
+                )
+            rc.seek(ktp, begin)
+            if ktp in progress:
+                progress[ktp] = PartitionProgress(ktp, begin, begin)
