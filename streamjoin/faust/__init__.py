@@ -2,11 +2,15 @@
 
 * :mod:`~streamjoin.faust.app`: ``streamjoin.App`` (``app.join``; our assignor, table manager);
 * :mod:`~streamjoin.faust.assignor`: ``streamjoin:PartitionAssignor`` over the pure core;
-* :mod:`~streamjoin.faust.join_operator`, :mod:`~streamjoin.faust.batch_state`: joins in a worker;
-* :mod:`~streamjoin.faust.tables`, :mod:`~streamjoin.faust.restorer`,
-  :mod:`~streamjoin.faust.changelog_store`: ``streamjoin:TableManager`` and restoration;
+* :mod:`~streamjoin.faust.join_operator` (with ``join_declare``, ``join_tasks``,
+  ``join_batch``, ``join_stats``) and :mod:`~streamjoin.faust.batch_state`: joins in a worker;
+* :mod:`~streamjoin.faust.tables`, :mod:`~streamjoin.faust.restorer` (with
+  ``restore_fetch``, ``restore_book``), :mod:`~streamjoin.faust.changelog_store`:
+  ``streamjoin:TableManager`` and restoration;
 * :mod:`~streamjoin.faust.metadata`, :mod:`~streamjoin.faust.checks`: the credentialed
   Kafka metadata reader and the start-up checks;
+* :mod:`~streamjoin.faust.security`: Kafka security settings as faust credentials;
+* :mod:`~streamjoin.faust.runner`: running an app in a faust ``Worker``;
 * :mod:`~streamjoin.faust.web`: the worker's web pages.
 
 Importing this package imports none of them (nor faust).

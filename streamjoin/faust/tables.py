@@ -41,9 +41,11 @@ class TableManager(_FaustTableManager):
     def on_partitions_revoked(self, revoked: Any) -> None:
         """Stop restoring, and let every join drop what it holds but has not applied.
 
-        faust then waits for every record in flight to be acknowledged; a join
-        acknowledges its buffered records at once (their task's state says
-        where to resume, so whoever runs the task next reads them again).
+        A join drops its buffered records unacknowledged (acknowledging them
+        would let faust commit past the state's position); join apps run with
+        ``stream_wait_empty`` off, so faust does not wait for them. Their
+        task's state says where to resume: whoever runs the task next reads
+        them again.
         """
         for join in sorted((getattr(self.app, "joins", None) or {}).items()):
             join[1].on_revoke()
