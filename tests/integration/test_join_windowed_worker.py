@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from conftest import APPS_DIR
 from kafka_util import create_topic, read_topics, run, wait_until
 
 from streamjoin.dev.broker import EmbeddedBroker
 from streamjoin.dev.process import WorkerProcess
+
+APPS_DIR = Path(__file__).resolve().parent  # apps/ lives beside the tests
 
 pytestmark = pytest.mark.broker
 

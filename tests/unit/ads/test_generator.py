@@ -38,7 +38,7 @@ from streamjoin.ads.generator.cli import bootstrap_servers
 from streamjoin.ads.topics import AdTopics
 from streamjoin.join.policy import BadRecord
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 README = ROOT / "examples" / "ad_monetization" / "README.md"
 MINUTE = 60_000
 TAIL_LABELS = {"tail-impression", "tail-click"}

@@ -24,7 +24,7 @@ from streamjoin.ads.attribution import attribute
 from streamjoin.ads.policy import decode_click, decode_impression, encode_outcome
 from streamjoin.join.window import JoinWindow
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
