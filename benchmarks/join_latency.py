@@ -56,9 +56,9 @@ class Traffic:
     records: int = 0
     #: how far the producer fell behind its schedule at worst
     behind_ms: float = 0.0
-    #: sampled every second: wall clock minus the join's smallest task stream time
+    #: sampled every second: wall clock minus the join's smallest task decision time
     stream_lag_ms: list[float] = field(default_factory=list)
-    #: sampled every second: records the join holds (merger buffers)
+    #: sampled every second: records received and not yet applied
     buffered: list[int] = field(default_factory=list)
     join_stats: dict[str, Any] = field(default_factory=dict)
 
@@ -114,12 +114,12 @@ def records_per_impression(seed: int) -> float:
 
 
 def _join_sample(port: int) -> tuple[float | None, int | None, dict[str, Any]]:
-    """(wall ms - smallest task stream time, records buffered, stats) of the join at *port*."""
+    """(wall ms - smallest task decision time, records buffered, stats) of the join at *port*."""
     doc = ads.join_doc(port)
     now_ms = time.time() * 1000
     try:
         join = doc[ads.JOIN_NAME]  # type: ignore[index]
-        times = [t["stream_time"] for t in join["tasks"].values() if t["stream_time"]]
+        times = [t["decision_time"] for t in join["tasks"].values() if t["decision_time"]]
         buffered = sum(int(t["buffered"]) for t in join["tasks"].values())
         return (now_ms - min(times) if times else None), buffered, dict(join["stats"])
     except (KeyError, TypeError, ValueError):

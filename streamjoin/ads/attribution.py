@@ -9,9 +9,11 @@ A click without a matching impression is unattributed. Every click gets
 exactly one outcome.
 
 Outcomes depend on the events alone, never on their arrival order: a click's
-outcome is emitted once stream time passes ``window.decided_after(click.ts)``,
-when every impression and every earlier click it depends on has arrived (a
-later one would be late). Outcomes carry the click's id, so replaying a click
+outcome is emitted once the task's decision time (the minimum of the two
+inputs' watermarks, :mod:`streamjoin.join.watermarks`) passes
+``window.decided_after(click.ts)``, when every impression and every earlier
+click it depends on has arrived (a later one would be late), whichever input
+the consumer fetched first. Outcomes carry the click's id, so replaying a click
 after a crash yields the same outcome again (effectively once, by key).
 
 :class:`TaskAttribution` is the whole per-task state machine: feed it records
@@ -27,8 +29,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from streamjoin.ads import keys
-from streamjoin.join.policy import Late
+from streamjoin.join.policy import LEFT, RIGHT, SIDES, Late
 from streamjoin.join.state import KVState, MemoryState
+from streamjoin.join.watermarks import Watermarks
 from streamjoin.join.window import JoinWindow
 
 __all__ = [
@@ -93,9 +96,9 @@ class TaskAttribution:
         #: and calls :meth:`checkpoint` at the end of each batch
         self.auto_checkpoint = auto_checkpoint
         self.state: KVState = state if state is not None else MemoryState()
-        raw = self.state.get(keys.STREAM_TIME)
-        self.stream_time: int | None = None if raw is None else int.from_bytes(raw, "big")
-        self._saved_time = self.stream_time
+        #: the impressions' (left) and clicks' (right) watermarks and the decision time
+        self.marks = Watermarks.decode(SIDES, self.state.get(keys.STREAM_TIME))
+        self._saved = self.marks.encode()
         self.late_count = 0
         # Lower bounds of the due and expiry ranges still holding entries: the
         # scans start there instead of at the family's start, so they do not
@@ -108,15 +111,15 @@ class TaskAttribution:
         """Add an impression; return what became final (and a Late if it is late)."""
         rkey = keys.record_key(keys.IMPRESSION, imp.key, imp.ts, imp.impression_id)
         if self.state.get(rkey) is not None:
-            return self._advance(imp.ts)  # replayed: stored once
-        if self.window.is_late(imp.ts, self.stream_time):
+            return self._advance(LEFT, imp.ts)  # replayed: stored once
+        if self.window.is_late(imp.ts, self.marks.decided):
             self.late_count += 1
-            return [Late(imp, "impression", self._now())]
+            return [Late(imp, "impression", self._now()), *self._advance(LEFT, imp.ts)]
         self.state.put(rkey, _dump({"campaign": imp.campaign, "cost": imp.cost, "billed": None}))
         self.state.put_index(
             keys.expiry_key(imp.ts, keys.IMPRESSION, imp.key, imp.impression_id), b""
         )
-        return self._advance(imp.ts)
+        return self._advance(LEFT, imp.ts)
 
     def on_click(self, click: Click) -> list[ClickOutcome | Late]:
         """Add a click; return what became final (and a Late if it is late)."""
@@ -125,18 +128,19 @@ class TaskAttribution:
         if known is not None:
             value = json.loads(known)
             if value["o"] is None:
-                return self._advance(click.ts)  # replayed while pending
+                return self._advance(RIGHT, click.ts)  # replayed while pending
             # replayed after its outcome (e.g. after a crash): the same outcome
-            return [_outcome(click.key, click.ts, click.click_id, value), *self._advance(click.ts)]
-        if self.window.is_late(click.ts, self.stream_time):
+            replayed = _outcome(click.key, click.ts, click.click_id, value)
+            return [replayed, *self._advance(RIGHT, click.ts)]
+        if self.window.is_late(click.ts, self.marks.decided):
             self.late_count += 1
-            return [Late(click, "click", self._now())]
+            return [Late(click, "click", self._now()), *self._advance(RIGHT, click.ts)]
         self.state.put(rkey, _dump({"o": None}))
         self.state.put_index(
             keys.due_key(self.window.decided_after(click.ts), click.ts, click.key, click.click_id),
             b"",
         )
-        return self._advance(click.ts)
+        return self._advance(RIGHT, click.ts)
 
     def on_left(self, record: Impression) -> list[ClickOutcome | Late]:
         """:meth:`on_impression` (the policy protocol's name)."""
@@ -146,6 +150,17 @@ class TaskAttribution:
         """:meth:`on_click` (the policy protocol's name)."""
         return self.on_click(record)
 
+    def set_idle(self, side: str, idle: bool) -> list[ClickOutcome | Late]:
+        """The runtime reports *side* (``left``/``right``) idle or not; return what
+        became final (an idle input leaves the decision time to the other)."""
+        self.marks.set_idle(side, idle)
+        return self._advance(None, None)
+
+    @property
+    def decision_time(self) -> int | None:
+        """The highest decision time reached (``None``: nothing decided yet)."""
+        return self.marks.decided
+
     def flush(self) -> list[ClickOutcome | Late]:
         """Decide every pending click (end of input, e.g. a batch run)."""
         floor = self._due_floor
@@ -154,19 +169,21 @@ class TaskAttribution:
         return out
 
     def checkpoint(self) -> None:
-        """Persist stream time, then expire what it makes unnecessary.
+        """Persist the watermarks and decision time, then expire what they make unnecessary.
 
-        Until a checkpoint the state holds the stream time of the previous one,
-        which is never ahead of the records it holds, and nothing is deleted
-        for a stream time that is not persisted first. So a changelog cut
+        Until a checkpoint the state holds the watermarks of the previous one,
+        which are never ahead of the records it holds, and nothing is deleted
+        for a decision time that is not persisted first. So a changelog cut
         anywhere restores a state in which a replayed record is either still
-        there (its outcome is emitted again) or late by the restored stream
+        there (its outcome is emitted again) or late by the restored decision
         time (reported), never re-decided against missing records.
         """
-        if self.stream_time is not None and self.stream_time != self._saved_time:
-            self.state.put(keys.STREAM_TIME, keys.ts_bytes(self.stream_time))
-            self._saved_time = self.stream_time
-            self._expire(self.stream_time)
+        encoded = self.marks.encode()
+        if encoded != self._saved:
+            self.state.put(keys.STREAM_TIME, encoded)
+            self._saved = encoded
+            if self.marks.decided is not None:
+                self._expire(self.marks.decided)
 
     def rebuild_indexes(self) -> None:
         """Recreate the local due and expiry indexes from the content.
@@ -199,26 +216,31 @@ class TaskAttribution:
 
     # -- internals ----------------------------------------------------------
     def _now(self) -> int:
-        return self.stream_time if self.stream_time is not None else 0
+        return self.marks.decided if self.marks.decided is not None else 0
 
-    def _advance(self, ts: int) -> list[ClickOutcome | Late]:
-        if self.stream_time is not None and ts <= self.stream_time:
-            return []
-        self.stream_time = ts
-        out: list[ClickOutcome | Late] = list(self._emit(ts))
+    def _advance(self, side: str | None, ts: int | None) -> list[ClickOutcome | Late]:
+        """Note a record at *ts* on *side* (``None``: an idleness change) and
+        decide what the new decision time makes final."""
+        before = self.marks.decided
+        if side is not None and ts is not None:
+            self.marks.observe(side, ts)
+        decided = self.marks.advance()
+        out: list[ClickOutcome | Late] = []
+        if decided is not None and decided != before:
+            out.extend(self._emit(decided))
         if self.auto_checkpoint:
             self.checkpoint()
         return out
 
-    def _emit(self, stream_time: int) -> list[ClickOutcome]:
-        """Decide pending clicks whose due time is before *stream_time*, earliest first."""
+    def _emit(self, decided: int) -> list[ClickOutcome]:
+        """Decide pending clicks whose due time is before *decided*, earliest first."""
         out: list[ClickOutcome] = []
         due = self.state.scan(
-            keys.DUE + keys.ts_bytes(self._due_floor), keys.DUE + keys.ts_bytes(stream_time)
+            keys.DUE + keys.ts_bytes(self._due_floor), keys.DUE + keys.ts_bytes(decided)
         )
-        # new due times are >= stream time (a click that is not late has
-        # ts >= stream time - grace), so nothing lands below the floor later
-        self._due_floor = max(self._due_floor, min(stream_time, keys.MAX_TS))
+        # new due times are >= decision time (a click that is not late has
+        # ts >= decided - grace), so nothing lands below the floor later
+        self._due_floor = max(self._due_floor, min(decided, keys.MAX_TS))
         # due = ts + before + grace, so (due, ts, key, id) order is billing order
         for dkey, _ in due:
             _, ts, jkey, click_id = keys.decode_due(dkey)
@@ -255,22 +277,22 @@ class TaskAttribution:
         self._expiry_floor = min(self._expiry_floor, ts)
         return _outcome(jkey, ts, click_id, value)
 
-    def _expire(self, stream_time: int) -> None:
+    def _expire(self, decided: int) -> None:
         """Drop impressions and decided clicks no pending or future click needs.
 
-        A non-late click has ``ts >= stream_time - grace`` and a pending one
-        ``ts >= stream_time - before - grace``; neither can match an
-        impression older than stream time - retention, nor be a replay of a
-        click that old that is not late.
+        A non-late click has ``ts >= decided - grace`` and a pending one
+        ``ts >= decided - before - grace``; neither can match an impression
+        older than decided - retention, nor be a replay of a click that old
+        that is not late.
         """
-        horizon = stream_time - self.window.retention
+        horizon = decided - self.window.retention
         if horizon <= 0:
             return
         start = keys.EXPIRY + keys.ts_bytes(self._expiry_floor)
         for xkey, _ in self.state.scan(start, keys.EXPIRY + keys.ts_bytes(horizon)):
             self.state.delete(keys.decode_expiry(xkey))
             self.state.delete_index(xkey)
-        # impressions stored later have ts >= stream time - grace >= horizon;
+        # impressions stored later have ts >= decided - grace >= horizon;
         # a click decided later may be older: _decide lowers the floor for it
         self._expiry_floor = max(self._expiry_floor, horizon)
 

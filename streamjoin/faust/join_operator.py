@@ -1,11 +1,14 @@
 """``app.join(...)``: a windowed stream-stream join running inside faust workers.
 
 One faust agent reads both joined topics (raw bytes). Records of a task (the
-same partition of both topics) go to the task's
-:class:`~streamjoin.join.ordering.EventTimeMerger`, which releases them in
-event-time order, waiting at most ``max_idle_ms`` for a side that still has
-unread data. Released records are decoded by the policy (bad ones go to the
-dead-letter topic with the reason) and fed to the task's logic, whose state
+same partition of both topics) are applied in arrival order at the next
+batch: the task's logic decides against the minimum of the two inputs'
+watermarks (:mod:`streamjoin.join.watermarks`), so one input fetched ahead of
+the other never makes the other's records late. An input that is caught up
+with its partition and silent for ``max_idle_ms`` is reported idle and left
+out of that minimum until its next record. Records are decoded by the policy
+(bad ones go to the dead-letter topic with the reason) and fed to the task's
+logic, whose state
 lives in the task's RocksDB database (a faust table's store, so it is
 restored before the task runs, replicated to standbys and placed by the
 assignor like any table).
@@ -54,7 +57,7 @@ from streamjoin.faust.join_declare import (
     join_partitions,
 )
 from streamjoin.faust.join_stats import JoinStats, ProgressLog, describe_join
-from streamjoin.faust.join_tasks import LEFT, RIGHT, JoinTask, RecordRouter, event_time_ms
+from streamjoin.faust.join_tasks import LEFT, RIGHT, JoinTask, RecordRouter
 from streamjoin.join.errors import JoinConfigError
 from streamjoin.join.policy import JoinPolicy
 
@@ -146,7 +149,6 @@ class Join:
         self._lock = asyncio.Lock()
         self._buffered = 0
         self._received_since_tick = 0
-        self._last_arrival_ms = 0
         #: seconds between progress log lines
         self.log_interval = 10.0
         self._progress = ProgressLog(logger, self.name)
@@ -172,9 +174,7 @@ class Join:
     async def _consume(self, stream: Any) -> Any:
         async for event in stream.noack().events():
             await self._receive(event)
-            # a batch per batch_max records *received*: counting what the
-            # merger holds back would start a tiny batch for every record
-            # while it waits for the other input
+            # a batch per batch_max records received
             if self._received_since_tick >= self.batch_max:
                 await self._tick()
 
@@ -187,7 +187,9 @@ class Join:
             await self._on_timer()
 
     async def _on_timer(self) -> None:
-        if self._buffered and not self._revoking:
+        # also with nothing received: an input may have gone idle, which lets
+        # the other input's decisions out
+        if self._tasks and not self._revoking:
             await self._tick()
         self._progress.maybe_log(
             time.monotonic(), self.log_interval, self.stats, len(self._tasks), self._buffered
@@ -197,7 +199,7 @@ class Join:
         task = self._tasks.get(partition)
         if task is None:
             task = self._tasks[partition] = JoinTask(partition, self.policy, self.max_idle_ms)
-            task.open(self._db(partition))
+            task.open(self._db(partition), _now_ms())
         return task
 
     def _db(self, partition: int) -> Any:
@@ -236,9 +238,7 @@ class Join:
                 position,
                 offset - 1,
             )
-        ts = event_time_ms(message)
-        self._last_arrival_ms = int(time.monotonic() * 1000)
-        task.merger.add(side, ts, event, now_ms=self._last_arrival_ms)
+        task.receive(side, event, _now_ms())
         self._buffered += 1
         self._received_since_tick += 1
 
@@ -267,20 +267,21 @@ class Join:
         self.stats.batches += 1
 
     def _release(self) -> Batch:
-        """Every task's released records, applied to its batch state (nothing sent yet)."""
-        now = int(time.monotonic() * 1000)
+        """Every task's received records and idle inputs, applied to its batch
+        state (nothing sent yet)."""
+        now = _now_ms()
         batch = Batch()
         topics = {LEFT: self.left_topic, RIGHT: self.right_topic}
+        consumer = self.app.consumer
         for partition in sorted(self._tasks):
             task = self._tasks[partition]
-            released = task.release(
-                now, self._last_arrival_ms, self.app.consumer, topics, self.stats
-            )
-            if not released:
+            received, task.inbox = task.inbox, []
+            idle = task.going_idle(now, consumer, topics)
+            if not received and not idle:
                 continue
             batch.touched.append(task)
-            self._buffered -= len(released)
-            batch.outputs.extend(task.stage(released, self._router))
+            self._buffered -= len(received)
+            batch.outputs.extend(task.stage(received, idle, self._router))
         return batch
 
     # -- rebalance ----------------------------------------------------------------
@@ -307,6 +308,11 @@ class Join:
             # longer ours is dropped the same way: unacked, read again elsewhere
             for partition in sorted(set(self._tasks) - keep):
                 task = self._tasks.pop(partition)
-                self._buffered -= task.merger.buffered()
+                self._buffered -= len(task.inbox)
                 task.state.discard()
                 task.state.db = None
+
+
+def _now_ms() -> int:
+    """Wall time for idleness (monotonic milliseconds)."""
+    return int(time.monotonic() * 1000)

@@ -33,7 +33,8 @@ class JoinStats:
     late: int = 0
     emitted: dict[str, int] = field(default_factory=dict)
     batches: int = 0
-    idle_expirations: int = 0
+    #: times an input of a task went idle (caught up, silent for max_idle_ms)
+    idle_inputs: int = 0
     gaps: int = 0
 
     def as_dict(self) -> dict[str, Any]:
@@ -46,7 +47,7 @@ class JoinStats:
             "late": self.late,
             "emitted": dict(sorted(self.emitted.items())),
             "batches": self.batches,
-            "idle_expirations": self.idle_expirations,
+            "idle_inputs": self.idle_inputs,
             "gaps": self.gaps,
         }
 
@@ -98,11 +99,19 @@ def describe_join(join: Join, tasks: Mapping[int, JoinTask]) -> dict[str, Any]:
         "dead_letters": join.dead_letters.get_topic_name(),
         "tasks": {
             str(p): {
-                "stream_time": t.logic.stream_time if t.logic else None,
+                "decision_time": t.logic.decision_time if t.logic else None,
+                "watermarks": _watermarks(t.logic),
+                "idle": sorted(t.idle),
                 "position": dict(t.position),
-                "buffered": t.merger.buffered(),
+                "buffered": len(t.inbox),
             }
             for p, t in sorted(tasks.items())
         },
         "stats": join.stats.as_dict(),
     }
+
+
+def _watermarks(logic: Any) -> dict[str, int | None] | None:
+    """Each input's watermark, when the policy's logic keeps them (streamjoin's do)."""
+    marks = getattr(getattr(logic, "logic", None), "marks", None)
+    return None if marks is None else dict(marks.marks)

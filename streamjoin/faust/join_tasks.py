@@ -1,13 +1,16 @@
 """The per-task runtime of a join: one partition of both topics on this worker.
 
 A :class:`JoinTask` holds the task's RocksDB-backed :class:`BatchState`, its
-policy logic, its :class:`~streamjoin.join.ordering.EventTimeMerger` and the
-input position of each side (read from state when the task opens). The
-:class:`RecordRouter` applies the records a task releases: it skips replays
-(records before the state's position), decodes the rest with the policy, feeds
-them to the task's logic and turns what comes out into records for the output
-and dead-letter topics. Nothing here sends, awaits or acks; the operator
-(:mod:`streamjoin.faust.join_operator`) makes batches durable.
+policy logic, the records received since the last batch (in arrival order:
+the logic decides against the minimum of the two inputs' watermarks, so the
+order in which the consumer fetched the two inputs does not matter), the
+input position of each side (read from state when the task opens) and what
+it needs to tell when an input is idle. The :class:`RecordRouter` applies
+the records: it skips replays (records before the state's position), decodes
+the rest with the policy, feeds them to the task's logic and turns what
+comes out into records for the output and dead-letter topics. Nothing here
+sends, awaits or acks; the operator (:mod:`streamjoin.faust.join_operator`)
+makes batches durable.
 """
 
 from __future__ import annotations
@@ -18,15 +21,22 @@ from typing import TYPE_CHECKING, Any
 from streamjoin.faust.batch_state import BatchState
 from streamjoin.join import keys
 from streamjoin.join.errors import JoinConfigError
-from streamjoin.join.ordering import EventTimeMerger
-from streamjoin.join.policy import DEAD_LETTER, BadRecord, Emission, JoinPolicy, TaskLogic
+from streamjoin.join.policy import (
+    DEAD_LETTER,
+    LEFT,
+    RIGHT,
+    SIDES,
+    BadRecord,
+    Emission,
+    JoinPolicy,
+    TaskLogic,
+)
 
 if TYPE_CHECKING:
     from streamjoin.faust.join_stats import JoinStats
 
 __all__ = [
     "LEFT",
-    "MAX_BUFFERED_PER_TASK",
     "REASON_HEADER",
     "RIGHT",
     "SIDES",
@@ -37,14 +47,6 @@ __all__ = [
     "event_time_ms",
     "highwater",
 ]
-
-LEFT = "left"
-RIGHT = "right"
-SIDES = (LEFT, RIGHT)
-
-#: records a task holds back waiting for its other input before it goes on
-#: without it (bounds memory when one input stalls while the other flows)
-MAX_BUFFERED_PER_TASK = 50_000
 
 #: header names on dead-letter records
 REASON_HEADER = "streamjoin-reason"
@@ -65,19 +67,26 @@ class JoinTask:
     def __init__(self, partition: int, policy: JoinPolicy, max_idle_ms: int) -> None:
         self.partition = partition
         self.state = BatchState()
-        self.merger: EventTimeMerger[Any] = EventTimeMerger(
-            SIDES, max_idle_ms, max_buffered=MAX_BUFFERED_PER_TASK
-        )
         self.logic: TaskLogic | None = None
         self.policy = policy
+        self.max_idle_ms = max_idle_ms
+        #: records received since the last batch, in arrival order
+        self.inbox: list[tuple[str, Any]] = []
         #: next input offset to apply, per side (from state; None: unknown yet)
         self.position: dict[str, int | None] = dict.fromkeys(SIDES)
         #: next offset expected from the consumer, per side
         self.next_seen: dict[str, int | None] = dict.fromkeys(SIDES)
+        #: wall time (monotonic ms) of the last record received, per side
+        self.last_record_ms: dict[str, int] = dict.fromkeys(SIDES, 0)
+        #: inputs the logic has been told are idle (until their next record)
+        self.idle: set[str] = set()
         self.unacked: list[Any] = []
 
-    def open(self, db: Any) -> None:
-        """Load the task from its (restored) database and rebuild its indexes."""
+    def open(self, db: Any, now_ms: int) -> None:
+        """Load the task from its (restored) database and rebuild its indexes.
+
+        Idleness is not stored: an input counts as silent from *now_ms* on.
+        """
         self.state.db = db
         self.logic = self.policy.task(self.state)
         self.logic.rebuild_indexes()
@@ -85,6 +94,7 @@ class JoinTask:
             raw = self.state.get(keys.position_key(side))
             self.position[side] = None if raw is None else int.from_bytes(raw, "big")
             self.next_seen[side] = self.position[side]
+            self.last_record_ms[side] = now_ms
 
     def see(self, side: str, offset: int) -> int | None:
         """Note that the consumer delivered *offset* of *side*.
@@ -97,6 +107,11 @@ class JoinTask:
         self.next_seen[side] = offset + 1
         return position if gap else None
 
+    def receive(self, side: str, event: Any, now_ms: int) -> None:
+        """Hold a received record until the next batch applies it."""
+        self.inbox.append((side, event))
+        self.last_record_ms[side] = now_ms
+
     def unread(self, consumer: Any, topics: Mapping[str, str]) -> dict[str, bool]:
         """Per side: may the consumer still have records of this task to deliver?"""
         unread = {}
@@ -106,35 +121,41 @@ class JoinTask:
             unread[side] = hw is None or (hw > 0 if seen is None else seen < hw)
         return unread
 
-    def release(
-        self,
-        now_ms: int,
-        last_arrival_ms: int,
-        consumer: Any,
-        topics: Mapping[str, str],
-        stats: JoinStats,
-    ) -> list[tuple[str, Any]]:
-        """The ``(side, event)`` records the merger lets go now, in event-time order."""
-        before = self.merger.idle_expirations
-        # records arriving for any task mean the consumer is still
-        # delivering: a task's missing input may be queued behind them
-        self.merger.progress(last_arrival_ms)
-        released = self.merger.poll(now_ms, self.unread(consumer, topics))
-        stats.idle_expirations += self.merger.idle_expirations - before
-        return released
+    def going_idle(self, now_ms: int, consumer: Any, topics: Mapping[str, str]) -> list[str]:
+        """The inputs that became idle: caught up with their partition (position
+        at the fetch high watermark) and without a record for ``max_idle_ms``."""
+        silent = [
+            side
+            for side in SIDES
+            if side not in self.idle and now_ms - self.last_record_ms[side] >= self.max_idle_ms
+        ]
+        if not silent:
+            return []
+        unread = self.unread(consumer, topics)
+        return [side for side in silent if not unread[side]]
 
-    def stage(self, released: Sequence[tuple[str, Any]], router: RecordRouter) -> list[Output]:
-        """Apply *released* to the batch state and return the records to produce.
+    def stage(
+        self, received: Sequence[tuple[str, Any]], idle: Sequence[str], router: RecordRouter
+    ) -> list[Output]:
+        """Apply *received*, then tell the logic which inputs went *idle*; return
+        the records to produce.
 
         The events are kept in :attr:`unacked` until the batch is durable; the
         positions are written last.
         """
         outputs: list[Output] = []
-        for side, event in released:
+        for side, event in received:
             outputs.extend(router.apply(self, side, event))
             self.unacked.append(event)
-        if self.logic is not None:
-            self.logic.checkpoint()
+            self.idle.discard(side)  # a record makes its input active again
+        logic = self.logic
+        for side in idle:
+            if logic is not None and side not in self.idle:
+                self.idle.add(side)
+                router.stats.idle_inputs += 1
+                outputs.extend(router.route(logic.set_idle(side, True)))
+        if logic is not None:
+            logic.checkpoint()
         # the positions are the batch's last changes: a changelog that has
         # them has everything the batch changed before them
         for side in SIDES:
@@ -146,7 +167,7 @@ class JoinTask:
 
 
 class RecordRouter:
-    """Applies released records to their task's logic and routes the results.
+    """Applies received records to their task's logic and routes the results.
 
     Attributes:
         name: the join's name (in error messages).
@@ -190,9 +211,18 @@ class RecordRouter:
             self.stats.bad += 1
             return [self.dead_letter(message, exc.reason.encode())]
         emitted: Sequence[Emission] = (logic.on_left if side == LEFT else logic.on_right)(record)
+        return self.route(emitted, message)
+
+    def route(self, emitted: Sequence[Emission], message: Any = None) -> list[Output]:
+        """Records for what the logic emitted; a late record is dead-lettered as
+        *message* (the record being applied; idleness changes emit none)."""
         out = []
         for emission in emitted:
             if emission.output == DEAD_LETTER:
+                if message is None:
+                    raise JoinConfigError(
+                        f"join {self.name!r}: the policy dead-lettered without a record"
+                    )
                 self.stats.late += 1
                 out.append(self.dead_letter(message, emission.value))
                 continue

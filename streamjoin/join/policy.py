@@ -19,6 +19,9 @@ from streamjoin.join.window import JoinWindow
 
 __all__ = [
     "DEAD_LETTER",
+    "LEFT",
+    "RIGHT",
+    "SIDES",
     "BadRecord",
     "Emission",
     "JoinPolicy",
@@ -29,6 +32,11 @@ __all__ = [
 ]
 
 R = TypeVar("R")
+
+#: the names of a join's two inputs
+LEFT = "left"
+RIGHT = "right"
+SIDES = (LEFT, RIGHT)
 
 #: output name of records that cannot be joined (bad input, late records)
 DEAD_LETTER = "dead-letter"
@@ -71,21 +79,25 @@ class Late:
 
     record: Keyed
     side: str
-    stream_time: int
+    #: the highest decision time reached when it arrived
+    decided: int
 
     def emission(self, grace: int) -> Emission:
-        """The dead-letter record: keyed by the join key, the reason as its value."""
+        """The dead-letter record: keyed by the join key, the reason as its value
+        (which input, the record's time, the decision time it came too late for)."""
         reason = (
-            f"late: {self.side} record ts_ms {self.record.ts} is more than grace {grace} ms "
-            f"behind stream time {self.stream_time}"
+            f"late: {self.side} record ts_ms {self.record.ts} + grace {grace} ms is below "
+            f"decision time {self.decided}"
         )
         return Emission(DEAD_LETTER, self.record.key.encode(), reason.encode())
 
 
 class TaskLogic(Protocol):
-    """The join of one task: fed decoded records in event-time order."""
+    """The join of one task: fed decoded records in arrival order (each input's own)."""
 
-    stream_time: int | None
+    @property
+    def decision_time(self) -> int | None:
+        """The highest decision time reached (:mod:`streamjoin.join.watermarks`)."""
 
     def on_left(self, record: Any) -> Sequence[Emission]:
         """Add a left record; return what became final."""
@@ -93,14 +105,18 @@ class TaskLogic(Protocol):
     def on_right(self, record: Any) -> Sequence[Emission]:
         """Add a right record; return what became final."""
 
+    def set_idle(self, side: str, idle: bool) -> Sequence[Emission]:
+        """The runtime reports input *side* idle (caught up, silent for
+        ``max_idle_ms``) or not; return what became final."""
+
     def rebuild_indexes(self) -> None:
         """Recreate local (not changelogged) indexes from the state's content."""
 
     def checkpoint(self) -> None:
-        """Write what the logic keeps in memory between records (e.g. stream time).
+        """Write what the logic keeps in memory between records (the watermarks).
 
         The runtime calls it at the end of each batch, before the batch's input
-        positions; a restored state then never has a stream time ahead of the
+        positions; a restored state then never has watermarks ahead of the
         records it holds.
         """
 
@@ -130,11 +146,13 @@ class ResultLogic(Protocol[R]):
     """A per-task logic object that returns its own results (and :class:`Late` items)."""
 
     @property
-    def stream_time(self) -> int | None: ...
+    def decision_time(self) -> int | None: ...
 
     def on_left(self, record: Any) -> list[R | Late]: ...
 
     def on_right(self, record: Any) -> list[R | Late]: ...
+
+    def set_idle(self, side: str, idle: bool) -> list[R | Late]: ...
 
     def rebuild_indexes(self) -> None: ...
 
@@ -151,14 +169,17 @@ class PolicyTask(Generic[R]):
         self._grace = grace
 
     @property
-    def stream_time(self) -> int | None:
-        return self.logic.stream_time
+    def decision_time(self) -> int | None:
+        return self.logic.decision_time
 
     def on_left(self, record: Any) -> Sequence[Emission]:
         return self._encode(self.logic.on_left(record))
 
     def on_right(self, record: Any) -> Sequence[Emission]:
         return self._encode(self.logic.on_right(record))
+
+    def set_idle(self, side: str, idle: bool) -> Sequence[Emission]:
+        return self._encode(self.logic.set_idle(side, idle))
 
     def rebuild_indexes(self) -> None:
         self.logic.rebuild_indexes()

@@ -1,9 +1,10 @@
 """``JoinWindow``: which records of the two sides match, and when it is safe to decide.
 
-Times are event times in milliseconds (a record's own ``ts_ms``). Stream time
-of a task is the largest event time it has seen. A record older than stream
-time - ``grace`` is *late*: it is reported, never joined, because results
-already emitted could not take it into account.
+Times are event times in milliseconds (a record's own ``ts_ms``). A task
+decides against its **decision time**: the minimum of its inputs' watermarks
+(:mod:`streamjoin.join.watermarks`). A record whose time + ``grace`` is below
+the highest decision time reached is *late*: it could change something
+already decided, so it is reported, never joined.
 """
 
 from __future__ import annotations
@@ -47,23 +48,24 @@ class JoinWindow:
 
     @property
     def decision_delay(self) -> int:
-        """How far stream time must pass a right record's time before its outcome is final.
+        """How far decision time must pass a right record's time before its outcome is final.
 
         Every left record it can match has ``ts <= right_ts + before``; those
-        arrive, at the latest, before stream time passes that plus ``grace``.
+        arrive, at the latest, before decision time passes that plus ``grace``.
         """
         return self.before + self.grace
 
     def decided_after(self, right_ts: int) -> int:
-        """Stream time after which a right record's outcome can no longer change."""
+        """Decision time after which a right record's outcome can no longer change."""
         return right_ts + self.decision_delay
 
-    def is_decided(self, right_ts: int, stream_time: int | None) -> bool:
-        """The "decided" rule, the one copy of it: stream time is strictly past
+    def is_decided(self, right_ts: int, decision_time: int | None) -> bool:
+        """The "decided" rule, the one copy of it: decision time is strictly past
         :meth:`decided_after`. The stream emits an outcome exactly then; the
         archive settling, the Spark side and reconciliation select by it."""
-        return stream_time is not None and stream_time > self.decided_after(right_ts)
+        return decision_time is not None and decision_time > self.decided_after(right_ts)
 
-    def is_late(self, ts: int, stream_time: int | None) -> bool:
-        """Whether a record at ``ts`` arrives beyond grace."""
-        return stream_time is not None and ts < stream_time - self.grace
+    def is_late(self, ts: int, decided: int | None) -> bool:
+        """The late rule: a record at ``ts`` could change something already decided,
+        i.e. ``ts + grace`` is below *decided*, the highest decision time reached."""
+        return decided is not None and ts + self.grace < decided

@@ -12,18 +12,21 @@ after`` (equivalently ``r.ts - after <= l.ts <= r.ts + before``).
 
 When a window closes
 --------------------
-Stream time ``st`` is the largest event time the task has seen; a record at
-``ts`` is late when ``ts < st - grace`` (:meth:`JoinWindow.is_late`) and is
-reported, never joined. A right record that could pair with ``l`` has
+Decision time ``d`` is the highest minimum of the two inputs' watermarks
+reached (:mod:`streamjoin.join.watermarks`; an idle input is left out); a
+record at ``ts`` is late when ``ts + grace < d`` (:meth:`JoinWindow.is_late`)
+and is reported, never joined. A right record that could pair with ``l`` has
 ``r.ts <= l.ts + after``; it can still arrive non-late while
-``st - grace <= l.ts + after``. So ``l``'s window closes, and ``(l, None)``
-is emitted, at the first stream time with::
+``d - grace <= l.ts + after``. So ``l``'s window closes, and ``(l, None)``
+is emitted, at the first decision time with::
 
-    st > l.ts + after + grace          (left,  see :func:`closes_after`)
-    st > r.ts + before + grace         (right: lefts match up to r.ts + before)
+    d > l.ts + after + grace          (left,  see :func:`closes_after`)
+    d > r.ts + before + grace         (right: lefts match up to r.ts + before)
 
-The bound is tight: at ``st == l.ts + after + grace`` a right record at
-``l.ts + after`` is still on time and pairs with ``l``.
+The bound is tight: at ``d == l.ts + after + grace`` a right record at
+``l.ts + after`` is still on time and pairs with ``l``. With every input's
+own disorder at most ``grace``, no record is late, whichever input arrives
+first.
 
 State
 -----

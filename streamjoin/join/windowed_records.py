@@ -2,7 +2,7 @@
 
 :class:`JoinKind` and :class:`Side` name the join and its inputs;
 :class:`JoinRecord` is one record of either side and :class:`JoinResult` a
-pair or an unmatched record. :func:`closes_after` is the stream time after
+pair or an unmatched record. :func:`closes_after` is the decision time after
 which a record's window is closed, and :func:`windowed_join` the reference
 result set the stream is compared against. The semantics are in
 :mod:`streamjoin.join.windowed`.
@@ -86,9 +86,9 @@ class JoinResult:
 
 
 def closes_after(window: JoinWindow, side: Side, ts: int) -> int:
-    """The stream time after which no record can still pair with one at *ts* on *side*.
+    """The decision time after which no record can still pair with one at *ts* on *side*.
 
-    A left record's window closes once stream time is greater than
+    A left record's window closes once decision time is greater than
     ``ts + after + grace``, a right record's once it is greater than
     ``ts + before + grace``; its unmatched result is emitted then.
     """

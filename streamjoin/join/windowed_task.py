@@ -1,7 +1,8 @@
 """The per-task logic of the windowed joins, over its key-value state. Pure.
 
 :class:`TaskWindowedJoin` joins one task (one partition of both sides): it
-pairs records as they arrive, closes windows as stream time passes them and
+pairs records as they arrive, closes windows as decision time (the minimum
+of the two inputs' watermarks, :mod:`streamjoin.join.watermarks`) passes them and
 keeps everything in a :class:`~streamjoin.join.state.KVState`, so a restored
 state resumes where the changelog left off. Semantics and guarantees are in
 :mod:`streamjoin.join.windowed`.
@@ -11,7 +12,7 @@ State (all in a :class:`~streamjoin.join.state.KVState`)
 ====== ============================================== ==========================
 family layout                                         value
 ====== ============================================== ==========================
-``S``  ``S``                                          stream time (8 bytes)
+``S``  ``S``                                          watermarks, decision time
 ``L``  ``L`` key ts rid                               flag byte + left value
 ``R``  ``R`` key ts rid                               flag byte + right value
 ``E``  ``E`` closes_after ``L``/``R`` key ts rid      (index, local) close order
@@ -20,8 +21,8 @@ family layout                                         value
 The flag says whether the record has formed a pair (only kept up to date on
 a side whose unmatched results are emitted). A record is kept exactly until
 its window closes, then deleted (after emitting its unmatched result, if it
-has one): the retention horizon is ``st > ts + after + grace`` for a left
-record and ``st > ts + before + grace`` for a right one. That is also the
+has one): the retention horizon is ``decided > ts + after + grace`` for a
+left record and ``decided > ts + before + grace`` for a right one. That is also the
 last moment it is useful: any record that could still pair with it, or a
 second copy of it, is late from then on. State therefore holds
 ``after + grace`` ms of left records and ``before + grace`` ms of right ones.
@@ -30,8 +31,9 @@ second copy of it, is late from then on. State therefore holds
 from __future__ import annotations
 
 from streamjoin.join import keys
-from streamjoin.join.policy import Late
+from streamjoin.join.policy import SIDES, Late
 from streamjoin.join.state import KVState, MemoryState
+from streamjoin.join.watermarks import Watermarks
 from streamjoin.join.window import JoinWindow
 from streamjoin.join.windowed_records import (
     JoinKind,
@@ -81,10 +83,14 @@ class TaskWindowedJoin:
         self.kind = JoinKind(kind)
         self.window = window
         self.state: KVState = state if state is not None else MemoryState()
-        raw = self.state.get(STREAM_TIME)
-        #: the largest event time seen (``None`` before the first record)
-        self.stream_time: int | None = None if raw is None else int.from_bytes(raw, "big")
+        #: the two inputs' watermarks and the decision time
+        self.marks = Watermarks.decode(SIDES, self.state.get(STREAM_TIME))
         self.late_count = 0
+
+    @property
+    def decision_time(self) -> int | None:
+        """The highest decision time reached (``None`` before anything is decided)."""
+        return self.marks.decided
 
     # -- feeding ------------------------------------------------------------
     def on_left(self, record: JoinRecord) -> list[JoinResult | Late]:
@@ -95,18 +101,23 @@ class TaskWindowedJoin:
         """Add a right record; return what became final."""
         return self._on(Side.RIGHT, record)
 
+    def set_idle(self, side: str, idle: bool) -> list[JoinResult | Late]:
+        """The runtime reports input *side* idle or not; return what became final."""
+        self.marks.set_idle(side, idle)
+        return self._advance(None, None)
+
     def flush(self) -> list[JoinResult | Late]:
-        """End of input: advance stream time to its maximum and close every window.
+        """End of input: advance decision time to its maximum and close every window.
 
         Emits every pending unmatched result and empties the state; any record
         fed afterwards is late.
         """
-        self.stream_time = keys.MAX_TS
-        self.state.put(STREAM_TIME, keys.ts_bytes(keys.MAX_TS))
+        self.marks.decided = keys.MAX_TS
+        self.state.put(STREAM_TIME, self.marks.encode())
         return list(self._close(*keys.family_range(CLOSE)))
 
     def checkpoint(self) -> None:
-        """Nothing to write: this logic persists stream time at every advance."""
+        """Nothing to write: this logic persists its watermarks at every advance."""
 
     def rebuild_indexes(self) -> None:
         """Recreate the local close index from the stored records.
@@ -139,10 +150,11 @@ class TaskWindowedJoin:
         family = _family(side)
         rkey = keys.record_key(family, record.key, record.ts, record.rid)
         if self.state.get(rkey) is not None:
-            return self._advance(record.ts)  # fed again: its pairs were emitted
-        if self.window.is_late(record.ts, self.stream_time):
+            return self._advance(side, record.ts)  # fed again: its pairs were emitted
+        if self.window.is_late(record.ts, self.marks.decided):
             self.late_count += 1
-            return [Late(record, side.value, self.stream_time or 0)]
+            late = Late(record, side.value, self.marks.decided or 0)
+            return [late, *self._advance(side, record.ts)]
         out: list[JoinResult | Late] = list(self._pair(side, record))
         flag = _PAIRED if out else _OPEN
         # written after the flags of the records it paired with (see
@@ -150,7 +162,7 @@ class TaskWindowedJoin:
         self.state.put(rkey, flag + record.value)
         due = closes_after(self.window, side, record.ts)
         self.state.put_index(_close_key(due, family, record.key, record.ts, record.rid), b"")
-        out.extend(self._advance(record.ts))
+        out.extend(self._advance(side, record.ts))
         return out
 
     def _pair(self, side: Side, record: JoinRecord) -> list[JoinResult]:
@@ -176,12 +188,19 @@ class TaskWindowedJoin:
             )
         return out
 
-    def _advance(self, ts: int) -> list[JoinResult | Late]:
-        if self.stream_time is None or ts > self.stream_time:
-            self.stream_time = ts
-            self.state.put(STREAM_TIME, keys.ts_bytes(ts))
-        # windows with closes_after < stream time, earliest first
-        return list(self._close(CLOSE, CLOSE + keys.ts_bytes(self.stream_time)))
+    def _advance(self, side: Side | None, ts: int | None) -> list[JoinResult | Late]:
+        """Note a record at *ts* on *side* (``None``: an idleness change), persist
+        the watermarks, and close the windows the decision time has passed."""
+        before = self.marks.encode()
+        if side is not None and ts is not None:
+            self.marks.observe(side.value, ts)
+        decided = self.marks.advance()
+        if self.marks.encode() != before:
+            self.state.put(STREAM_TIME, self.marks.encode())
+        if decided is None:
+            return []
+        # windows with closes_after < decision time, earliest first
+        return list(self._close(CLOSE, CLOSE + keys.ts_bytes(decided)))
 
     def _close(self, start: bytes, end: bytes) -> list[JoinResult]:
         out: list[JoinResult] = []

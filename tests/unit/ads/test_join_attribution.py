@@ -94,9 +94,11 @@ def test_earliest_click_is_billed_later_ones_are_duplicates_orphans_unattributed
     out += task.on_click(Click("a", "k2", 120))
     out += task.on_click(Click("a", "k1", 115))  # earlier by event time, arrives later
     out += task.on_click(Click("b", "k3", 118))  # no impression for b
-    assert out == []  # nothing is final before stream time passes ts + grace
+    assert out == []  # nothing is final before decision time passes ts + grace
     out += task.on_click(Click("a", "k4", 131))  # outside the 30 ms window
     out += task.on_impression(Impression("z", "i9", 200))
+    assert task.decision_time == 131  # the clicks' watermark holds decisions back
+    out += task.set_idle("right", True)  # clicks caught up and silent: idle
     kinds = {o.click_id: o.outcome for o in out if isinstance(o, ClickOutcome)}
     assert kinds == {
         "k1": Outcome.ATTRIBUTED,
@@ -111,9 +113,14 @@ def test_earliest_click_is_billed_later_ones_are_duplicates_orphans_unattributed
 def test_late_records_are_reported_not_joined() -> None:
     task = TaskAttribution(WINDOW)
     task.on_impression(Impression("a", "i1", 100))
-    task.on_click(Click("a", "k0", 200))  # stream time 200
-    emitted = task.on_click(Click("a", "k1", 105))  # 95 behind, grace 10
+    task.on_click(Click("a", "k0", 200))
+    # 95 ms behind its own input, but nothing is decided past 100: not late yet
+    assert task.on_click(Click("a", "k9", 105)) == []
+    task.on_impression(Impression("z", "i9", 200))
+    assert task.decision_time == 200
+    emitted = task.on_click(Click("a", "k1", 105))  # 105 + grace 10 < 200: late
     assert [type(e) for e in emitted] == [Late]
+    assert emitted[0].decided == 200 and emitted[0].side == "click"
     assert task.late_count == 1
     assert "k1" not in {o.click_id for o in task.flush() if isinstance(o, ClickOutcome)}
 
@@ -122,9 +129,8 @@ def test_a_replayed_click_gets_the_same_outcome_not_a_second_bill() -> None:
     task = TaskAttribution(WINDOW)
     task.on_impression(Impression("a", "i1", 100))
     task.on_click(Click("a", "k1", 110))
-    first = [
-        o for o in task.on_impression(Impression("a", "i2", 125)) if isinstance(o, ClickOutcome)
-    ]
+    task.on_impression(Impression("a", "i2", 125))
+    first = [o for o in task.on_click(Click("z", "k9", 130)) if isinstance(o, ClickOutcome)]
     assert [o.outcome for o in first] == [Outcome.ATTRIBUTED]
     again = [o for o in task.on_click(Click("a", "k1", 110)) if isinstance(o, ClickOutcome)]
     assert again == first

@@ -66,7 +66,7 @@ def _feed(task: TaskWindowedJoin, side: Side, record: JoinRecord) -> list[JoinRe
 def _check_unmatched_bound(task: TaskWindowedJoin, result: JoinResult) -> None:
     """An unmatched result leaves only once no on-time record can pair with it."""
     window = task.window
-    now = task.stream_time
+    now = task.decision_time
     assert now is not None
     if result.right is None:
         assert result.left is not None
@@ -139,7 +139,7 @@ def test_late_records_are_reported_and_never_joined(
     injected = 0
     for side, record in _arrival(window, lefts, rights, rnd):
         got.add(task, _feed(task, side, record))
-        now = task.stream_time
+        now = task.decision_time
         if now is not None and now - window.grace > 0 and rnd.random() < 0.5:
             late_side = rnd.choice(list(Side))
             late = JoinRecord(
@@ -147,7 +147,7 @@ def test_late_records_are_reported_and_never_joined(
             )
             injected += 1
             assert _feed(task, late_side, late) == [Late(late, late_side, now)]
-            assert task.stream_time == now
+            assert task.decision_time == now
     got.add(task, task.flush())
     assert task.late_count == injected
     assert got.single() == _reference(kind, window, lefts, rights)
@@ -259,14 +259,19 @@ def test_an_unmatched_left_is_emitted_exactly_after_its_window_closes() -> None:
     task = TaskWindowedJoin(JoinKind.LEFT, window)
     lone = JoinRecord("a", "l1", 100, b"x")
     assert task.on_left(lone) == []
-    assert task.on_right(JoinRecord("b", "r0", 113, b"")) == []  # stream time 113: still open
-    # a right record at l.ts + after is still on time at stream time 113, and pairs
+    # the left input is caught up and silent: decision time follows the right one
+    assert task.set_idle("left", True) == []
+    assert task.on_right(JoinRecord("b", "r0", 113, b"")) == []  # decision time 113: open
+    assert task.decision_time == 113
+    # a right record at l.ts + after is still on time at decision time 113, and pairs
     late_partner = JoinRecord("a", "r1", 110, b"y")
     assert task.on_right(late_partner) == [JoinResult(lone, late_partner)]
-    other = JoinRecord("a", "l2", 110, b"z")  # on time: 110 >= 113 - grace
+    other = JoinRecord("a", "l2", 110, b"z")  # on time: 110 + grace >= 113
     assert task.on_left(other) == [JoinResult(other, late_partner)]
     alone = JoinRecord("c", "l3", 111, b"q")
     assert task.on_left(alone) == []
+    assert task.decision_time == 113  # decision time never goes back
+    assert task.set_idle("left", True) == []
     assert task.on_right(JoinRecord("b", "r2", 114, b"")) == []  # l1 closes, but it paired
     assert task.on_right(JoinRecord("b", "r3", 124, b"")) == []  # l2 closed too, paired
     assert task.on_right(JoinRecord("b", "r4", 125, b"")) == [JoinResult(alone, None)]
@@ -279,6 +284,7 @@ def test_an_unmatched_right_is_emitted_exactly_after_its_window_closes() -> None
     task = TaskWindowedJoin(JoinKind.OUTER, window)
     lone = JoinRecord("a", "r1", 100, b"x")
     assert task.on_right(lone) == []
+    assert task.set_idle("right", True) == []
     assert task.on_left(JoinRecord("b", "l0", 108, b"")) == []
     assert task.on_left(JoinRecord("b", "l1", 109, b"")) == [JoinResult(None, lone)]
     # a LEFT join never emits unmatched rights, an INNER join nothing unmatched
@@ -298,7 +304,7 @@ def test_flush_closes_every_window_and_later_records_are_late() -> None:
     assert task.flush() == [JoinResult(None, right), JoinResult(left, None)]
     assert task.stored() == 0
     again = JoinRecord("a", "r2", 55, b"")
-    assert task.on_right(again) == [Late(again, Side.RIGHT, task.stream_time or 0)]
+    assert task.on_right(again) == [Late(again, Side.RIGHT, task.decision_time or 0)]
 
 
 def test_the_reference_is_sorted_and_counts_equal_records_once() -> None:
@@ -373,15 +379,21 @@ def test_policy_emits_joined_results_dead_letters_and_collapses_identical_record
     }
     lone = POLICY.decode_left(b"auction-2", b"alone", 1_060)
     task.on_left(lone)
-    assert task.stream_time == 1_060
-    late = POLICY.decode_right(b"auction-2", b"x", 1_040)
+    assert task.decision_time == 1_050  # the right input's watermark holds it back
+    # 1040 is 10 ms behind its own input's 1050: within grace, not late
+    task.on_right(POLICY.decode_right(b"auction-9", b"", 1_040))
+    assert task.on_right(POLICY.decode_right(b"auction-9", b"", 1_065)) == []
+    assert task.decision_time == 1_060
+    late = POLICY.decode_right(b"auction-2", b"x", 1_045)
     assert task.on_right(late) == [
         Emission(
             DEAD_LETTER,
             b"auction-2",
-            b"late: right record ts_ms 1040 is more than grace 10 ms behind stream time 1060",
+            b"late: right record ts_ms 1045 + grace 10 ms is below decision time 1060",
         )
     ]
+    # the left input goes idle: decision time follows the right one alone
+    assert task.set_idle("left", True) == []
     (unmatched,) = task.on_right(POLICY.decode_right(b"auction-3", b"", 1_171))
     assert unmatched.key == f"{lone.rid}|".encode()
     assert json.loads(unmatched.value)["right"] is None
