@@ -330,3 +330,156 @@ def test_joined_topics_with_different_partition_counts_stop_the_worker(
     assert "'ads-copart-impressions' has 4 partitions" in text
     assert "'ads-copart-clicks' has 3" in text
     assert "Fix:" in text
+
+
+def test_the_example_readme_settings_dead_letter_no_valid_record(
+    ads: AdRun, tmp_path: Path
+) -> None:
+    """The example README's run: 8 partitions, two workers with a standby each, the
+    paced generator (jitter 2 s, duplicates, orphans, 1% malformed, --speed 60),
+    grace 10 s and a kill -9 and restart midway. The consumer fetches one input
+    ahead of the other all the time; decisions wait for the slower input, so no
+    valid record is dead-lettered and every decided click gets the reference outcome."""
+    import subprocess
+    import sys
+
+    from streamjoin.ads.generator import clicks_from_record, impressions_from_record, read_record
+
+    partitions, grace_ms = 8, 10_000
+    prefix = ads.prefix + "readme-"
+    env = {
+        "ADS_APP_ID": ads.app_id + "-readme",
+        "ADS_TOPIC_PREFIX": prefix,
+        "ADS_PARTITIONS": str(partitions),
+        "ADS_GRACE_MS": str(grace_ms),
+        "ADS_MAX_IDLE_MS": "2000",
+    }
+    workers = [
+        WorkerProcess(
+            "streamjoin.ads.app:app",
+            ads.broker.url,
+            tmp_path / name,
+            tmp_path / f"{name}.log",
+            env=env,
+            extra_args=("--standby-replicas", "1"),
+        )
+        for name in ("r1", "r2")
+    ]
+    ads.workers.extend(workers)
+    record = tmp_path / "events.jsonl"
+    generator = subprocess.Popen(
+        [
+            sys.executable, "-m", "streamjoin.ads.generator",
+            "--bootstrap", ads.broker.bootstrap, "--seed", "12", "--duration", "900",
+            "--rate", "8", "--speed", "60", "--jitter-ms", "2000", "--malformed-rate", "0.01",
+            "--partitions", str(partitions), "--topic-prefix", prefix, "--create-topics",
+            "--record", str(record), "--tail-ms", str(grace_ms + 60_000),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        wait_until(lambda: record.exists() and record.stat().st_size > 0, 60, "the generator")
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.wait_for_log(r"Worker\]: Ready", timeout=90)
+        time.sleep(4)
+        workers[1].kill()  # SIGKILL mid-stream
+        time.sleep(3)
+        workers[1].start()
+        assert generator.wait(timeout=180) == 0, generator.stderr.read() if generator.stderr else ""
+    finally:
+        if generator.poll() is None:
+            generator.kill()
+            generator.wait(timeout=10)
+        if generator.stderr is not None:
+            generator.stderr.close()
+    rows = read_record(record)
+    impressions = impressions_from_record(rows, prefix + "impressions")
+    clicks = clicks_from_record(rows, prefix + "clicks")
+    final = dict.fromkeys(range(partitions), 0)
+    partition_of: dict[str, int] = {}
+    for row in rows:
+        if row["malformed"] is None:
+            final[row["partition"]] = max(final[row["partition"]], row["ts_ms"])
+            partition_of[row["key"]] = row["partition"]
+    window = JoinWindow(before=0, after=30 * 60 * 1000, grace=grace_ms)
+    decided = {c.click_id for c in clicks if window.is_decided(c.ts, final[partition_of[c.key]])}
+    reference = {
+        cid: o for cid, o in attribute(impressions, clicks, window).items() if cid in decided
+    }
+    outcome_topics = [prefix + t for t in OUTCOME_TOPICS]
+
+    def outcomes() -> dict[str, list[dict[str, Any]]] | None:
+        by_click: dict[str, list[dict[str, Any]]] = {}
+        for topic, rec in run(read_topics(ads.broker.bootstrap, outcome_topics)):
+            doc = json.loads(rec.value)
+            doc["_topic"] = topic[len(prefix) :]
+            doc["_key"] = rec.key.decode()
+            by_click.setdefault(doc["click_id"], []).append(doc)
+        return by_click if set(by_click) >= set(reference) else None
+
+    got = wait_until(outcomes, 180, "an outcome for every decided click", interval=2.0)
+    _check_against_reference(got, reference)
+    letters = [r for _, r in run(read_topics(ads.broker.bootstrap, [prefix + "ads-dead-letters"]))]
+    malformed = {(r["topic"], r["partition"], r["offset"]) for r in rows if r["malformed"]}
+    sources = set()
+    for letter in letters:
+        topic, part, offset = dict(letter.headers)["streamjoin-source"].decode().rsplit(":", 2)
+        sources.add((topic, int(part), int(offset)))
+    valid_dead_lettered = sources - malformed
+    assert valid_dead_lettered == set(), (
+        f"{len(valid_dead_lettered)} valid records dead-lettered, e.g. "
+        f"{[dict(r.headers)['streamjoin-reason'] for r in letters][:3]}"
+    )
+    assert sources == malformed
+    assert len(reference) > 500 and {o.outcome.value for o in reference.values()} == {
+        "attributed",
+        "duplicate",
+        "unattributed",
+    }
+
+
+def test_impressions_fetched_after_all_their_clicks_are_not_late(ads: AdRun) -> None:
+    """One input entirely before the other, with real workers: every click is
+    applied before any impression arrives. Decisions wait for the impressions'
+    watermark (the input is not idle: max_idle_ms is long), so none is late and
+    every click decided by both inputs' watermarks gets the reference outcome."""
+    events = list(generate(ads.config(malformed_rate=0.0, impressions=1_200)))
+    worker = ads.worker("w1", "--broker-timeout", "30")
+    worker.env["ADS_MAX_IDLE_MS"] = "600000"
+    worker.start()
+    worker.wait_for_log(r"Worker\]: Ready", timeout=90)
+    clicks = [e for e in events if e.topic.endswith("clicks")]
+    ads.produce(clicks)
+    worker.wait_for_log(r"join .*records processed", timeout=60)
+    time.sleep(2)  # the clicks are applied; their watermark is far ahead
+    ads.produce([e for e in events if e.topic.endswith("impressions")])
+    impressions, valid_clicks = _valid(p.event for p in ads.produced)
+    partition = {p.event.key.decode(): p.partition for p in ads.produced}
+    marks: dict[tuple[int, str], int] = {}
+    for p in ads.produced:
+        side = "clicks" if p.event.topic.endswith("clicks") else "impressions"
+        marks[(p.partition, side)] = max(marks.get((p.partition, side), 0), p.event.timestamp_ms)
+    decision = {
+        n: min(marks.get((n, "clicks"), 0), marks.get((n, "impressions"), 0))
+        for n in range(PARTITIONS)
+    }
+    decided = {
+        c.click_id for c in valid_clicks if WINDOW.is_decided(c.ts, decision[partition[c.key]])
+    }
+    reference = {
+        cid: o for cid, o in attribute(impressions, valid_clicks, WINDOW).items() if cid in decided
+    }
+
+    def settled() -> dict[str, list[dict[str, Any]]] | None:
+        got = ads.outcomes()
+        return got if set(got) >= set(reference) else None
+
+    outcomes = wait_until(settled, 120, "an outcome for every decided click", interval=2.0)
+    late = [r for r in ads.dead_letters() if b"late" in dict(r.headers)["streamjoin-reason"]]
+    assert late == [], f"{len(late)} on-time records dead-lettered as late"
+    _check_against_reference(outcomes, reference)
+    assert len(reference) > 100
