@@ -165,6 +165,7 @@ def create_app(settings: AdsSettings | None = None) -> AdsApp:
                 "impressions": impressions,
                 "clicks": clicks,
                 "outcomes": [billing.outputs[kind] for kind in billing.outputs],
+                "late": billing.dead_letters,
             },
         )
     stats = _add_live_table(app, settings, impressions, billing) if settings.live_table else None

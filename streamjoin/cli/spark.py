@@ -201,7 +201,7 @@ def _job(
 ) -> int:
     from streamjoin.ads.errors import ArchiveError
     from streamjoin.ads.spark.archive import read_archive
-    from streamjoin.ads.spark.attribution import attribute_batch, decided_clicks
+    from streamjoin.ads.spark.attribution import attribute_batch, decided_clicks, without_late
     from streamjoin.ads.spark.session import describe
 
     window = policy.window
@@ -212,6 +212,7 @@ def _job(
             "impressions": archive.impressions.count(),
             "clicks": archive.clicks.count(),
             "outcomes": archive.outcomes.count(),
+            "late": archive.late.count(),
         }
     except Exception as exc:
         raise ArchiveError(f"cannot read the archive {archive_root}: {describe(exc)}") from None
@@ -220,11 +221,22 @@ def _job(
         f"archive: {sizes['impressions']} impressions, {sizes['clicks']} clicks, "
         f"{sizes['outcomes']} outcome rows in {sum(archive.files.values())} files{missing}"
     )
+    # the records the stream reported late are left out exactly as the stream did
+    impressions = without_late(archive.impressions, archive.late, "impressions").cache()
+    clicks = without_late(archive.clicks, archive.late, "clicks").cache()
+    late = {
+        "impressions": sizes["impressions"] - impressions.count(),
+        "clicks": sizes["clicks"] - clicks.count(),
+    }
+    progress(
+        f"late records left out as the stream did: {late['impressions']} impressions, "
+        f"{late['clicks']} clicks"
+    )
     progress(
         f"batch join (window before={window.before} after={window.after} grace={window.grace} ms)"
     )
-    batch = attribute_batch(spark, archive.impressions, archive.clicks, policy).cache()
-    decided = decided_clicks(archive.impressions, archive.clicks, policy).cache()
+    batch = attribute_batch(spark, impressions, clicks, policy).cache()
+    decided = decided_clicks(impressions, clicks, policy).cache()
     n_batch = batch.count()
     n_decided = decided.count()
     progress(f"batch outcomes: {n_batch} clicks, {n_decided} decided, {n_batch - n_decided} not")
@@ -235,12 +247,13 @@ def _job(
         "window_ms": {"before": window.before, "after": window.after, "grace": window.grace},
         "decided_clicks": n_decided,
         "undecided_clicks": n_batch - n_decided,
+        "late_records": late,
     }
     code = 0
     if "report" in steps:
         _report(archive.impressions, final, out / "report", meta, progress)
     if "reconcile" in steps:
-        code = _reconcile(archive, batch, decided, out / "reconciliation", meta, progress)
+        code = _reconcile(archive, clicks, batch, decided, out / "reconciliation", meta, progress)
     return code
 
 
@@ -280,6 +293,7 @@ def _report(
 
 def _reconcile(
     archive: Any,
+    clicks: Any,
     batch: Any,
     decided: Any,
     directory: Path,
@@ -289,11 +303,13 @@ def _reconcile(
     from streamjoin.ads.spark.reconciliation import KINDS, reconcile, write_differences
 
     progress("reconciliation")
-    result = reconcile(archive.outcomes, batch, archive.clicks, decided)
+    result = reconcile(archive.outcomes, batch, clicks, decided)
     csv_path, _, first = write_differences(result, directory, meta)
+    late = meta["late_records"]
     click.echo(
         f"reconciliation: {result.compared} decided clicks compared, "
-        f"{result.undecided} undecided at the end of the archive left out"
+        f"{result.undecided} undecided at the end of the archive left out, "
+        f"{late['impressions'] + late['clicks']} records the stream reported late left out"
     )
     click.echo(
         f"stream outcomes: {result.stream_rows} rows for {result.stream_clicks} clicks "

@@ -24,8 +24,10 @@ from streamjoin.join.errors import JoinConfigError
 from streamjoin.join.policy import (
     DEAD_LETTER,
     LEFT,
+    REASON_HEADER,
     RIGHT,
     SIDES,
+    SOURCE_HEADER,
     BadRecord,
     Emission,
     JoinPolicy,
@@ -47,10 +49,6 @@ __all__ = [
     "event_time_ms",
     "highwater",
 ]
-
-#: header names on dead-letter records
-REASON_HEADER = "streamjoin-reason"
-SOURCE_HEADER = "streamjoin-source"
 
 #: a record to produce: (topic, key, value, headers)
 Output = tuple[str, bytes | None, bytes, list[tuple[str, bytes]] | None]

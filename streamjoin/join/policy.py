@@ -20,8 +20,10 @@ from streamjoin.join.window import JoinWindow
 __all__ = [
     "DEAD_LETTER",
     "LEFT",
+    "REASON_HEADER",
     "RIGHT",
     "SIDES",
+    "SOURCE_HEADER",
     "BadRecord",
     "Emission",
     "JoinPolicy",
@@ -37,6 +39,10 @@ R = TypeVar("R")
 LEFT = "left"
 RIGHT = "right"
 SIDES = (LEFT, RIGHT)
+
+#: header names on dead-letter records: why, and which input record
+REASON_HEADER = "streamjoin-reason"
+SOURCE_HEADER = "streamjoin-source"
 
 #: output name of records that cannot be joined (bad input, late records)
 DEAD_LETTER = "dead-letter"

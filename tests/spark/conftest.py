@@ -223,7 +223,8 @@ def random_events(seed: int, window: JoinWindow, auctions: int = 12, hours: int 
 
 
 def simulate_stream(events: Events, window: JoinWindow) -> list[ClickOutcome]:
-    """What the stream emits, per partition, feeding its state machine in event-time order."""
+    """What the stream emits, per partition, feeding its state machine in event-time order
+    and then, as the real stream does at the end of its input, reporting both inputs idle."""
     by_partition: dict[int, list[tuple[int, int, Impression | Click]]] = defaultdict(list)
     for imp in events.impressions:
         record = Impression(
@@ -245,6 +246,12 @@ def simulate_stream(events: Events, window: JoinWindow) -> list[ClickOutcome]:
             for item in out:
                 if isinstance(item, Late):
                     raise AssertionError(f"simulated stream saw a late record: {item}")
+                emitted.append(item)
+        # the end of the input: both inputs caught up and silent, so both are idle
+        # and decision time is the partition's largest event time
+        for side in ("left", "right"):
+            for item in task.set_idle(side, True):
+                assert isinstance(item, ClickOutcome), item
                 emitted.append(item)
     return emitted
 

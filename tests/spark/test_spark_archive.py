@@ -47,9 +47,10 @@ def test_reads_the_contract_and_drops_partition_columns(
     (hour_dir / "README.txt").write_text("not data")
 
     archive = read_archive(spark, str(root))
-    assert archive.missing == ()
-    assert archive.files == {"impressions": 2, "clicks": 2, "outcomes": 1}
-    for name in ("impressions", "clicks", "outcomes"):
+    assert archive.missing == ()  # no late record at all is not a gap
+    assert archive.files == {"impressions": 2, "clicks": 2, "outcomes": 1, "late": 0}
+    assert archive.late.count() == 0
+    for name in ("impressions", "clicks", "outcomes", "late"):
         frame = getattr(archive, name)
         assert [(f.name, f.dataType) for f in frame.schema.fields] == [
             (f.name, f.dataType) for f in SCHEMAS[name].fields

@@ -239,3 +239,67 @@ def test_end_to_end_subprocess(kit: Any, tmp_path: Path) -> None:
         assert (tmp_path / "out" / "report" / name).exists()
     assert (tmp_path / "out" / "reconciliation" / "differences.csv").exists()
     assert _jvms_with(marker) == []  # the driver JVM did not outlive the command
+
+
+def test_records_the_stream_reported_late_are_left_out_by_the_batch_too(
+    spark: Any, kit: Any, stream: Any, tmp_path: Path
+) -> None:
+    """An impression and a click the stream dead-lettered as late (an input was
+    idle): the stream never joined them, the archive's ``late`` dataset names
+    them, and the batch side leaves them out the same way: 0 differences."""
+    import pyarrow as pa
+
+    events, _ = stream
+    clicked = {c["auction_id"] for c in events.clicks}
+    late_imp = next(i for i in events.impressions if i["auction_id"] in clicked)
+    late_click = events.clicks[len(events.clicks) // 2]
+
+    def offset_of(rows: list[dict[str, Any]], target: dict[str, Any]) -> int:
+        same = [r for r in rows if r["partition"] == target["partition"]]
+        return next(n for n, r in enumerate(same) if r is target)
+
+    kept = kit.Events()
+    kept.impressions.extend(i for i in events.impressions if i is not late_imp)
+    kept.clicks.extend(c for c in events.clicks if c is not late_click)
+    rows = kit.outcome_rows(kit.simulate_stream(kept, POLICY.window))
+    archive = kit.write_archive(tmp_path / "archive", events, rows)
+    late_rows = []
+    for dataset, record, side in (
+        ("impressions", late_imp, "impression"),
+        ("clicks", late_click, "click"),
+    ):
+        decided = record["ts_ms"] + 9_999
+        reason = f"late: {side} record ts_ms {record['ts_ms']} + grace 1000 ms is below {decided}"
+        late_rows.append(
+            {
+                "input": dataset,
+                "ts_ms": record["ts_ms"],
+                "source_topic": dataset,
+                "source_partition": record["partition"],
+                "source_offset": offset_of(getattr(events, dataset), record),
+                "reason": reason,
+                "partition": 0,
+            }
+        )
+    schema = pa.schema(
+        [
+            ("input", pa.string()),
+            ("ts_ms", pa.int64()),
+            ("source_topic", pa.string()),
+            ("source_partition", pa.int32()),
+            ("source_offset", pa.int64()),
+            ("reason", pa.string()),
+            ("partition", pa.int32()),
+            ("offset", pa.int64()),
+        ]
+    )
+    result = _invoke("reconcile", *_args(archive, tmp_path / "without"))
+    assert result.exit_code == 1  # without the late dataset, batch and stream disagree
+    kit.write_dataset(archive, "late", late_rows, schema, topic="ads-dead-letters")
+    result = _invoke("run", *_args(archive, tmp_path / "out"))
+    assert result.exit_code == 0, result.output + result.stderr
+    assert result.stdout.strip().splitlines()[-1] == RECONCILED.format(len(rows), 0)
+    assert "2 records the stream reported late left out" in result.stdout
+    assert "1 impressions, 1 clicks" in result.stderr
+    summary = json.loads((tmp_path / "out" / "reconciliation" / "summary.json").read_text())
+    assert summary["late_records"] == {"impressions": 1, "clicks": 1}

@@ -3,7 +3,7 @@
 Layout (see :mod:`streamjoin.ads.archive.layout`)::
 
     ROOT/impressions/date=YYYY-MM-DD/hour=HH/<topic>+<partition>+<first>+<last>.parquet
-    ROOT/clicks/...      ROOT/outcomes/...
+    ROOT/clicks/...      ROOT/outcomes/...      ROOT/late/...
 
 The pure part (no faust, no pyarrow, no I/O): :mod:`~streamjoin.ads.archive.layout`
 (hour buckets, file names), :mod:`~streamjoin.ads.archive.rows` (datasets, record to
@@ -52,6 +52,7 @@ __all__ = [
     "CLICKS",
     "DATASETS",
     "IMPRESSIONS",
+    "LATE",
     "OUTCOMES",
     "ArchiveConfigError",
     "ArchiveError",

@@ -1,7 +1,8 @@
 """An app that only archives: the ad-monetization topics to Parquet, in its own workers.
 
 Run it with ``streamjoin worker -A streamjoin.ads.archive.app:app``. It reads the
-example's ``impressions`` and ``clicks`` and the join's three outcome topics
+example's ``impressions`` and ``clicks``, the join's three outcome topics
+and its dead-letter topic (the records it reported late)
 in its own consumer group (so it neither slows the join nor depends on it)
 and archives them under ``ARCHIVE_DIR`` exactly as
 ``streamjoin.ads.app`` does with ``ADS_ARCHIVE_DIR`` set. Use one or
@@ -62,6 +63,7 @@ def create_app(environ: Mapping[str, str] | None = None) -> Any:
             "impressions": topics.impressions,
             "clicks": topics.clicks,
             "outcomes": list(topics.outcomes),
+            "late": topics.dead_letters,
         },
         max_records=max_records,
         flush_interval=flush_interval,

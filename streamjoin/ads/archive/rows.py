@@ -1,4 +1,4 @@
-"""The archive's three datasets and how a Kafka record becomes a row. Pure.
+"""The archive's datasets and how a Kafka record becomes a row. Pure.
 
 ``impressions`` and ``clicks`` rows come from the example's input topics and
 are validated exactly as the join validates them
@@ -7,25 +7,31 @@ a record the join rejects is not archived (the join's dead-letter topic has it).
 ``outcomes`` rows come from the join's three outcome topics. Every row
 carries the source record's Kafka ``partition`` and ``offset`` (and, for
 outcomes, its ``source_topic``), so a reader can check that each record is
-archived exactly once.
+archived exactly once. ``late`` rows come from the join's dead-letter topic:
+the input records the stream reported late (with the reason and the input
+record's topic, partition and offset), which the batch side leaves out exactly
+as the stream did; malformed records there are not archived (they are not in
+the input datasets either).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from streamjoin.ads.archive.layout import HourBucket, hour_bucket
 from streamjoin.ads.attribution import Outcome
 from streamjoin.ads.policy import MAX_EVENT_TS, MIN_EVENT_TS, decode_click, decode_impression
-from streamjoin.join.policy import BadRecord
+from streamjoin.join.policy import REASON_HEADER, SOURCE_HEADER, BadRecord
 
 __all__ = [
     "CLICKS",
     "DATASETS",
     "IMPRESSIONS",
+    "LATE",
     "OUTCOMES",
     "BadRecord",
     "Column",
@@ -34,6 +40,7 @@ __all__ = [
     "SourceRecord",
     "click_row",
     "impression_row",
+    "late_row",
     "outcome_row",
 ]
 
@@ -50,6 +57,8 @@ class SourceRecord:
     offset: int
     key: bytes | None
     value: bytes | None
+    #: header name -> value (the last one of a name)
+    headers: Mapping[str, bytes] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -163,6 +172,39 @@ def outcome_row(record: SourceRecord) -> Row:
     }
 
 
+#: ``late: <side> record ts_ms <ts> ...`` (streamjoin.join.policy.Late.emission)
+_LATE_REASON = re.compile(r"late: (impression|click) record ts_ms (\d+) ")
+#: the ad policy's side names -> the archive's input datasets
+_LATE_INPUTS = {"impression": "impressions", "click": "clicks"}
+
+
+def late_row(record: SourceRecord) -> Row:
+    """A ``late`` row from a dead-letter record the join reported late.
+
+    Raises :class:`BadRecord` for other dead letters (malformed input records:
+    the input datasets leave them out already).
+    """
+    reason = record.headers.get(REASON_HEADER, b"").decode("utf-8", "replace")
+    found = _LATE_REASON.match(reason)
+    if found is None:
+        raise BadRecord("dead letter: not a late record")
+    source = record.headers.get(SOURCE_HEADER, b"").decode("utf-8", "replace")
+    topic, _, where = source.partition(":")
+    partition, _, offset = where.partition(":")
+    if not topic or not partition.isdigit() or not offset.isdigit():
+        raise BadRecord(f"dead letter: unreadable source {source!r}")
+    return {
+        "input": _LATE_INPUTS[found.group(1)],
+        "ts_ms": int(found.group(2)),
+        "source_topic": topic,
+        "source_partition": int(partition),
+        "source_offset": int(offset),
+        "reason": reason,
+        "partition": record.partition,
+        "offset": record.offset,
+    }
+
+
 _SOURCE = (Column("partition", "int32"), Column("offset", "int64"))
 
 IMPRESSIONS = Dataset(
@@ -208,5 +250,20 @@ OUTCOMES = Dataset(
     outcome_row,
 )
 
+LATE = Dataset(
+    "late",
+    (
+        Column("input", "string"),
+        Column("ts_ms", "int64"),
+        Column("source_topic", "string"),
+        Column("source_partition", "int32"),
+        Column("source_offset", "int64"),
+        Column("reason", "string"),
+        *_SOURCE,
+    ),
+    "ts_ms",
+    late_row,
+)
+
 #: dataset name -> dataset
-DATASETS: Mapping[str, Dataset] = {d.name: d for d in (IMPRESSIONS, CLICKS, OUTCOMES)}
+DATASETS: Mapping[str, Dataset] = {d.name: d for d in (IMPRESSIONS, CLICKS, OUTCOMES, LATE)}

@@ -37,6 +37,7 @@ from streamjoin.ads.archive.ledger import FilePlan, Offer, PartitionLedger
 from streamjoin.ads.archive.rows import (
     CLICKS,
     IMPRESSIONS,
+    LATE,
     OUTCOMES,
     BadRecord,
     Dataset,
@@ -53,6 +54,7 @@ DATASET_KEYS: Mapping[str, Dataset] = {
     "impressions": IMPRESSIONS,
     "clicks": CLICKS,
     "outcomes": OUTCOMES,
+    "late": LATE,
 }
 
 
@@ -189,7 +191,12 @@ class ArchiveSink:
     async def _receive(self, event: Any) -> None:
         message = event.message
         record = SourceRecord(
-            message.topic, message.partition, message.offset, message.key, message.value
+            message.topic,
+            message.partition,
+            message.offset,
+            message.key,
+            message.value,
+            _headers(message),
         )
         dataset = self.datasets[record.topic]
         now = time.monotonic()
@@ -360,9 +367,10 @@ def archive_topics(
         app: the faust app (a ``streamjoin.App``) whose workers run the sink agent.
         root: the archive root (created as needed; shared by all workers).
         topics: dataset -> topic(s): ``{"impressions": topic, "clicks": topic,
-            "outcomes": [attributed, duplicate, unattributed]}``; each topic is
-            a name or a faust topic (only its name is used: the sink reads raw
-            bytes). Any subset of the three datasets may be given.
+            "outcomes": [attributed, duplicate, unattributed], "late":
+            dead_letters}``; each topic is a name or a faust topic (only its
+            name is used: the sink reads raw bytes). Any subset of the datasets
+            may be given.
         max_records: rows a partition buffers before its files are written.
         flush_interval: seconds a buffered row waits at most.
         name: the sink's name (agent ``streamjoin.ads.archive.<name>``, log lines).
@@ -392,3 +400,10 @@ def archive_topics(
         flush_interval=flush_interval,
         name=name,
     )
+
+
+def _headers(message: Any) -> dict[str, bytes]:
+    """A message's headers as name -> value (faust gives a list of pairs or a mapping)."""
+    raw = getattr(message, "headers", None) or ()
+    items = raw.items() if isinstance(raw, Mapping) else raw
+    return {str(name): bytes(value or b"") for name, value in items}

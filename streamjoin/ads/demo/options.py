@@ -25,9 +25,10 @@ class DemoOptions:
         partitions: partitions of the two input topics (= tasks).
         spark_master: Spark master URL for the batch job.
         force: replace the contents of an existing ``out``.
-        grace_ms: the join's grace in event time. At ``speed`` 60 one minute of
-            event time passes in one wall-clock second; the grace must cover
-            how far the two topics' fetches can drift apart on a busy machine.
+        grace_ms: the join's grace in event time. It must cover each input's
+            own disorder (the generator's jitter, 2 s); how far the consumer
+            fetches one input ahead of the other does not matter (decisions
+            wait for the slower input's watermark).
     """
 
     out: Path
@@ -38,7 +39,7 @@ class DemoOptions:
     partitions: int = 6
     spark_master: str = "local[*]"
     force: bool = False
-    grace_ms: int = 60_000
+    grace_ms: int = 10_000
 
     def __post_init__(self) -> None:
         if self.duration < 20:

@@ -2,8 +2,10 @@
 
 The expectation comes from the generator's record file (``events.jsonl``):
 every well-formed input must reach the archive, and every click that its
-task's stream time decides (:meth:`~streamjoin.join.window.JoinWindow.is_decided`,
-the rule the stream and Spark share) must have its outcome archived.
+task's decision time at the end of the input decides
+(:meth:`~streamjoin.join.window.JoinWindow.is_decided`, the rule the stream
+and Spark share) must have its outcome archived, unless the stream reported
+the click late (the archive's ``late`` dataset names it).
 """
 
 from __future__ import annotations
@@ -17,7 +19,14 @@ from typing import Any
 from streamjoin.ads.demo.state import DemoState, say
 from streamjoin.join.window import JoinWindow
 
-__all__ = ["archived_inputs", "archived_outcomes", "decidable_clicks", "read_jsonl", "settle"]
+__all__ = [
+    "archived_inputs",
+    "archived_late",
+    "archived_outcomes",
+    "decidable_clicks",
+    "read_jsonl",
+    "settle",
+]
 
 
 def settle(
@@ -36,13 +45,20 @@ def settle(
     """
     rows = read_jsonl(events)
     inputs = sum(1 for r in rows if r.get("malformed") is None)
-    expected = decidable_clicks(rows, window)
+    decidable = decidable_clicks(rows, window)
+    click_at = {
+        (r["topic"], int(r["partition"]), int(r["offset"])): json.loads(r["value"])["click_id"]
+        for r in rows
+        if r.get("malformed") is None and "click_id" in r["value"]
+    }
     deadline = time.monotonic() + timeout
     last_view = 0.0
     progress: tuple[int, int] | None = None
     progress_at = time.monotonic()
     while time.monotonic() < deadline:
         sample()
+        late = {click_at[s] for s in archived_late(archive) if s in click_at}
+        expected = decidable - late
         archived = archived_inputs(archive)
         outcomes = archived_outcomes(archive)
         if (archived, len(outcomes)) != progress:
@@ -61,9 +77,10 @@ def settle(
             )
             return
         if time.monotonic() - last_view >= 5:
+            late_note = f", {len(late)} clicks reported late" if late else ""
             say(
                 f"[{state.now():6.1f}s] settling: {archived:,}/{inputs:,} events, "
-                f"{len(outcomes & expected):,}/{len(expected):,} outcomes archived"
+                f"{len(outcomes & expected):,}/{len(expected):,} outcomes archived{late_note}"
             )
             last_view = time.monotonic()
         time.sleep(2)
@@ -92,10 +109,22 @@ def archived_outcomes(archive: Path) -> set[str]:
     return found
 
 
+def archived_late(archive: Path) -> set[tuple[str, int, int]]:
+    """(topic, partition, offset) of every input record the stream reported late."""
+    import pyarrow.parquet as pq
+
+    found: set[tuple[str, int, int]] = set()
+    for path in _parquet_files(archive / "late"):
+        table = pq.read_table(path, columns=["source_topic", "source_partition", "source_offset"])
+        found.update(zip(*(table.column(i).to_pylist() for i in range(3)), strict=True))
+    return found
+
+
 def decidable_clicks(rows: list[dict[str, Any]], window: JoinWindow) -> set[str]:
     """Clicks whose outcome the stream emits by the end of the input: their task's
-    stream time (largest event time on their partition) decides them
-    (:meth:`JoinWindow.is_decided`, the rule the stream and Spark use)."""
+    decision time then (both inputs idle: the largest event time on their
+    partition) decides them (:meth:`JoinWindow.is_decided`, the rule the stream
+    and Spark use)."""
     final: dict[int, int] = {}
     clicks: list[tuple[str, int, int]] = []
     for row in rows:

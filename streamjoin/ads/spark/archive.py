@@ -44,6 +44,7 @@ __all__ = [
     "CLICKS",
     "DATASETS",
     "IMPRESSIONS",
+    "LATE",
     "OUTCOMES",
     "SCHEMAS",
     "Archive",
@@ -54,7 +55,8 @@ __all__ = [
 IMPRESSIONS = "impressions"
 CLICKS = "clicks"
 OUTCOMES = "outcomes"
-DATASETS = (IMPRESSIONS, CLICKS, OUTCOMES)
+LATE = "late"
+DATASETS = (IMPRESSIONS, CLICKS, OUTCOMES, LATE)
 
 
 def _schema(*fields: tuple[str, DataType, bool]) -> StructType:
@@ -91,6 +93,16 @@ SCHEMAS: dict[str, StructType] = {
         ("partition", IntegerType(), False),
         ("offset", LongType(), False),
     ),
+    LATE: _schema(
+        ("input", StringType(), False),
+        ("ts_ms", LongType(), False),
+        ("source_topic", StringType(), False),
+        ("source_partition", IntegerType(), False),
+        ("source_offset", LongType(), False),
+        ("reason", StringType(), False),
+        ("partition", IntegerType(), False),
+        ("offset", LongType(), False),
+    ),
 }
 
 _INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
@@ -99,12 +111,18 @@ _NUMERIC = (*_INTEGRAL, FloatType, DoubleType, DecimalType)
 
 @dataclass(frozen=True)
 class Archive:
-    """The three datasets of an archive, with the contract's columns and types."""
+    """The datasets of an archive, with the contract's columns and types.
+
+    ``late`` holds the input records the stream reported late (the batch side
+    leaves them out as the stream did); an archive written before it existed
+    reads it as empty.
+    """
 
     root: str
     impressions: DataFrame
     clicks: DataFrame
     outcomes: DataFrame
+    late: DataFrame
     #: parquet files found per dataset (0 for a missing dataset directory)
     files: dict[str, int]
     #: datasets whose directory does not exist (read as empty)
@@ -131,20 +149,22 @@ def read_archive(spark: SparkSession, root: str) -> Archive:
         frames[name] = frame
         files[name] = count
         if count < 0:
-            missing.append(name)
+            if name != LATE:  # no late record at all: the usual case, not a gap
+                missing.append(name)
             files[name] = 0
     return Archive(
         root,
         frames[IMPRESSIONS],
         frames[CLICKS],
         frames[OUTCOMES],
+        frames[LATE],
         files,
         tuple(missing),
     )
 
 
 def read_dataset(spark: SparkSession, root: str, name: str) -> DataFrame:
-    """One dataset (``impressions``, ``clicks`` or ``outcomes``) of the archive at *root*."""
+    """One dataset (``impressions``, ``clicks``, ``outcomes`` or ``late``) of the archive."""
     if name not in SCHEMAS:
         raise ValueError(f"unknown dataset {name!r}; expected one of {', '.join(DATASETS)}")
     return _read(spark, root, name)[0]

@@ -32,7 +32,13 @@ from streamjoin.ads.attribution import Outcome
 from streamjoin.ads.policy import AdAttribution
 from streamjoin.join.window import JoinWindow
 
-__all__ = ["OUTCOME_COLUMNS", "attribute_batch", "decided_clicks", "stream_times"]
+__all__ = [
+    "OUTCOME_COLUMNS",
+    "attribute_batch",
+    "decided_clicks",
+    "stream_times",
+    "without_late",
+]
 
 #: columns of :func:`attribute_batch`'s result (those of the stream's outcome records)
 OUTCOME_COLUMNS = (
@@ -164,3 +170,16 @@ def decided_clicks(
         .where(F.col("stream_time_ms") > due)
         .select(*clicks.columns)
     )
+
+
+def without_late(records: DataFrame, late: DataFrame, dataset: str) -> DataFrame:
+    """*records* (the ``impressions`` or ``clicks`` rows) without those the stream
+    reported late: the stream never joined them, so neither does the batch.
+
+    A late row names its input record by ``input`` (the dataset), partition and
+    offset; *records* keep their columns.
+    """
+    excluded = late.where(F.col("input") == F.lit(dataset)).select(
+        F.col("source_partition").alias("partition"), F.col("source_offset").alias("offset")
+    )
+    return records.join(excluded, ["partition", "offset"], "left_anti")

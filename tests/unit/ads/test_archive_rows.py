@@ -20,7 +20,7 @@ from streamjoin.ads.archive.rows import (
     impression_row,
     outcome_row,
 )
-from streamjoin.ads.attribution import attribute
+from streamjoin.ads.attribution import Click, attribute
 from streamjoin.ads.policy import decode_click, decode_impression, encode_outcome
 from streamjoin.join.window import JoinWindow
 
@@ -182,3 +182,30 @@ def test_datasets_declare_the_contract_columns() -> None:
         ("source_topic", "string", False),
         *source,
     ]
+
+
+def test_a_late_dead_letter_becomes_a_late_row_naming_the_input_record() -> None:
+    from streamjoin.ads.archive.rows import LATE, late_row
+    from streamjoin.join.policy import REASON_HEADER, SOURCE_HEADER, Late
+
+    click = Click("a-1", "k-1", 1_767_225_600_000)
+    reason = Late(click, "click", 1_767_225_700_000).emission(10_000).value
+    headers = {REASON_HEADER: reason, SOURCE_HEADER: b"p-clicks:3:17"}
+    row = late_row(SourceRecord("p-ads-dead-letters", 1, 5, b"a-1", b"{}", headers))
+    assert row == {
+        "input": "clicks",
+        "ts_ms": 1_767_225_600_000,
+        "source_topic": "p-clicks",
+        "source_partition": 3,
+        "source_offset": 17,
+        "reason": reason.decode(),
+        "partition": 1,
+        "offset": 5,
+    }
+    assert LATE.bucket(row) == hour_bucket(1_767_225_600_000)
+    assert [c.name for c in LATE.columns] == list(row)
+    malformed = {REASON_HEADER: b"click: missing field 'ts_ms'", SOURCE_HEADER: b"p-clicks:0:1"}
+    with pytest.raises(BadRecord, match="not a late record"):
+        late_row(SourceRecord("p-ads-dead-letters", 0, 6, b"a-1", b"{}", malformed))
+    with pytest.raises(BadRecord, match="unreadable source"):
+        late_row(SourceRecord("t", 0, 7, None, b"", {REASON_HEADER: reason, SOURCE_HEADER: b"x"}))

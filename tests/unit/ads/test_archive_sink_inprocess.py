@@ -172,6 +172,7 @@ def test_the_archive_only_app_is_configured_by_the_environment(tmp_path: Path) -
     assert app.conf.id == "arch-1"
     (agent,) = app.agents.values()
     assert sorted(agent.channel.topics) == [
+        "p-ads-dead-letters",
         "p-attributed-clicks",
         "p-clicks",
         "p-duplicate-clicks",
