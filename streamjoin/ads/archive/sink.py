@@ -67,6 +67,8 @@ class ArchiveStats:
     files: dict[str, int] = field(default_factory=dict)
     skipped_replays: int = 0
     bad: int = 0
+    #: dead letters that are not late records (malformed inputs), not archived
+    not_late: int = 0
     flushes: int = 0
     takeovers: int = 0
 
@@ -88,6 +90,7 @@ class ArchiveStats:
             "files": dict(sorted(self.files.items())),
             "skipped_replays": self.skipped_replays,
             "bad": self.bad,
+            "not_late": self.not_late,
             "flushes": self.flushes,
             "takeovers": self.takeovers,
         }
@@ -215,7 +218,9 @@ class ArchiveSink:
                 if ledger.buffered >= self.max_records:
                     await self._flush(dataset, ledger)
                 return
-            if offer is Offer.REJECTED:
+            if offer is Offer.REJECTED and dataset is LATE:
+                self.stats.not_late += 1  # a malformed input's dead letter: not archived
+            elif offer is Offer.REJECTED:
                 self.stats.bad += 1
             else:
                 self.stats.skipped_replays += 1
@@ -305,7 +310,7 @@ class ArchiveSink:
         self._logged_at, self._logged_rows, self._logged_state = now, s.rows_written, state
         logger.info(
             "%s: %d files, %d rows written (%.0f/s; %s), %d skipped replays, "
-            "%d bad, %d buffered in %d partitions",
+            "%d bad, %d buffered in %d partitions, %d dead letters not late",
             self.label,
             s.files_written,
             s.rows_written,
@@ -315,6 +320,7 @@ class ArchiveSink:
             s.bad,
             self.buffered,
             len(self._ledgers),
+            s.not_late,
         )
 
     # -- rebalance -----------------------------------------------------------------
