@@ -312,3 +312,44 @@ def test_the_archive_only_app_archives_in_its_own_group_and_flushes_when_stopped
         _no_duplicates(counts)
         assert set(counts) == archive_run.valid(dataset)
     assert archive_run.archived("outcomes") == Counter()  # no join runs here
+
+
+def test_records_the_join_reports_late_are_archived_with_their_reason(
+    archive_run: ArchiveRun,
+) -> None:
+    """The impressions input stays silent past max_idle_ms while clicks flow: it is
+    idle, decisions follow the clicks, and its records that then arrive older than
+    what was decided are late. Each is dead-lettered and archived in ``late``,
+    naming the input record, so the batch side can leave it out as the stream did."""
+    events = archive_run.events(malformed_rate=0.0, impressions=600)
+    worker = archive_run.worker("w1").start()
+    worker.wait_for_log(r"Worker\]: Ready", timeout=60)
+    clicks = [e for e in events if e.topic.endswith("clicks")]
+    impressions = [e for e in events if e.topic.endswith("impressions")]
+    archive_run.produce(clicks)
+    worker.wait_for_log(r"join .*records processed", timeout=60)
+    time.sleep(4)  # impressions caught up (empty) and silent > max_idle_ms: idle
+    archive_run.produce(impressions)
+    archive_run.wait_for_inputs(60)
+    dead_letters = archive_run.prefix + "ads-dead-letters"
+    letters = run(read_topics(archive_run.broker.bootstrap, [dead_letters]))
+    late_sources = set()
+    for _, letter in letters:
+        headers = dict(letter.headers)
+        assert headers["streamjoin-reason"].startswith(b"late: impression record ts_ms ")
+        topic, part, offset = headers["streamjoin-source"].decode().rsplit(":", 2)
+        late_sources.add((topic, int(part), int(offset)))
+    assert late_sources, "no impression arrived late: the input never went idle"
+    assert late_sources <= archive_run.valid("impressions")
+
+    def archived_late() -> list[dict[str, Any]] | None:
+        rows = archive_run.rows("late")
+        return rows if len(rows) >= len(late_sources) else None
+
+    rows = wait_until(archived_late, 30, "every late record in the archive", 1.0)
+    assert {(r["input_topic"], r["input_partition"], r["input_offset"]) for r in rows} == (
+        late_sources
+    )
+    assert {r["input"] for r in rows} == {"impressions"}
+    assert all(r["reason"].startswith("late: impression record") for r in rows)
+    _no_duplicates(archive_run.archived("late"))

@@ -274,9 +274,9 @@ def test_records_the_stream_reported_late_are_left_out_by_the_batch_too(
             {
                 "input": dataset,
                 "ts_ms": record["ts_ms"],
-                "source_topic": dataset,
-                "source_partition": record["partition"],
-                "source_offset": offset_of(getattr(events, dataset), record),
+                "input_topic": dataset,
+                "input_partition": record["partition"],
+                "input_offset": offset_of(getattr(events, dataset), record),
                 "reason": reason,
                 "partition": 0,
             }
@@ -285,9 +285,9 @@ def test_records_the_stream_reported_late_are_left_out_by_the_batch_too(
         [
             ("input", pa.string()),
             ("ts_ms", pa.int64()),
-            ("source_topic", pa.string()),
-            ("source_partition", pa.int32()),
-            ("source_offset", pa.int64()),
+            ("input_topic", pa.string()),
+            ("input_partition", pa.int32()),
+            ("input_offset", pa.int64()),
             ("reason", pa.string()),
             ("partition", pa.int32()),
             ("offset", pa.int64()),

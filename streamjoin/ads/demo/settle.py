@@ -115,7 +115,7 @@ def archived_late(archive: Path) -> set[tuple[str, int, int]]:
 
     found: set[tuple[str, int, int]] = set()
     for path in _parquet_files(archive / "late"):
-        table = pq.read_table(path, columns=["source_topic", "source_partition", "source_offset"])
+        table = pq.read_table(path, columns=["input_topic", "input_partition", "input_offset"])
         found.update(zip(*(table.column(i).to_pylist() for i in range(3)), strict=True))
     return found
 

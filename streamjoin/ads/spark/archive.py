@@ -96,9 +96,9 @@ SCHEMAS: dict[str, StructType] = {
     LATE: _schema(
         ("input", StringType(), False),
         ("ts_ms", LongType(), False),
-        ("source_topic", StringType(), False),
-        ("source_partition", IntegerType(), False),
-        ("source_offset", LongType(), False),
+        ("input_topic", StringType(), False),
+        ("input_partition", IntegerType(), False),
+        ("input_offset", LongType(), False),
         ("reason", StringType(), False),
         ("partition", IntegerType(), False),
         ("offset", LongType(), False),

@@ -180,6 +180,6 @@ def without_late(records: DataFrame, late: DataFrame, dataset: str) -> DataFrame
     offset; *records* keep their columns.
     """
     excluded = late.where(F.col("input") == F.lit(dataset)).select(
-        F.col("source_partition").alias("partition"), F.col("source_offset").alias("offset")
+        F.col("input_partition").alias("partition"), F.col("input_offset").alias("offset")
     )
     return records.join(excluded, ["partition", "offset"], "left_anti")

@@ -195,9 +195,9 @@ def test_a_late_dead_letter_becomes_a_late_row_naming_the_input_record() -> None
     assert row == {
         "input": "clicks",
         "ts_ms": 1_767_225_600_000,
-        "source_topic": "p-clicks",
-        "source_partition": 3,
-        "source_offset": 17,
+        "input_topic": "p-clicks",
+        "input_partition": 3,
+        "input_offset": 17,
         "reason": reason.decode(),
         "partition": 1,
         "offset": 5,
