@@ -25,7 +25,8 @@ One run, one embedded broker, three parts (each can be skipped or sized down):
    the time its outcome was received (and, second figure, the outcome
    record's Kafka timestamp, set by the join's producer at send time) minus
    the wall time the click was produced. An outcome is final only once
-   stream time passes ``click.ts + grace``, so latency is about the grace.
+   decision time (the slower input's watermark) passes ``click.ts + grace``, so
+   latency is about the grace.
 
 3. **State size.** In this process, ``--state-events`` generator events go
    through ``AdAttribution(...).task(BatchState over RocksDB)`` with a window

@@ -201,7 +201,7 @@ async def _latency_traffic(
                 say(
                     f"  {now - started:.0f}s: {traffic.records:,} records sent, "
                     f"{done:,}/{len(sent):,} clicks have their outcome, "
-                    f"join stream time {lag:,.0f} ms behind the wall clock"
+                    f"join decision time {lag:,.0f} ms behind the wall clock"
                 )
         await asyncio.gather(*in_flight)
         deadline = time.monotonic() + wait_s
@@ -249,7 +249,7 @@ def run_latency(
                 f"latency worker not ready: {exc}; its log: {process.log_path}"
             ) from exc
         time.sleep(1.0)  # let the agents take their first fetch
-        # decisions need stream time past click.ts + grace: run on long enough
+        # decisions need decision time past click.ts + grace: run on long enough
         # after the measured span that the last measured clicks are decided
         extra_ms = grace + jitter + 2_000
         start_ms = int(time.time() * 1000) + 200
@@ -314,7 +314,7 @@ def print_latency(report: LatencyReport) -> None:
     )
     if t.stream_lag_ms:
         say(
-            f"join stream time behind the wall clock (sampled each second): median "
+            f"join decision time behind the wall clock (sampled each second): median "
             f"{percentile(t.stream_lag_ms, 50):,.0f} ms, max {max(t.stream_lag_ms):,.0f} ms; "
             f"records held in the join: median {percentile(t.buffered, 50):,.0f}, "
             f"max {max(t.buffered):,}"
@@ -323,7 +323,7 @@ def print_latency(report: LatencyReport) -> None:
         say(ads.stats_line(t.join_stats))
     low = report.grace_ms - report.jitter_ms
     say(
-        f"an outcome is final only once stream time passes click.ts + grace ({report.grace_ms} "
+        f"an outcome is final only once decision time passes click.ts + grace ({report.grace_ms} "
         f"ms), so latencies of about the grace (from grace - jitter = {low} ms up) are expected"
     )
     if report.received is not None:

@@ -72,5 +72,5 @@ def stats_line(stats: dict[str, Any]) -> str:
     return (
         f"streamjoin: {processed:,} processed in {batches:,} batches ({per_batch:,.1f} per "
         f"batch), {stats.get('bad', 0)} bad, {stats.get('late', 0):,} late, "
-        f"{stats.get('idle_expirations', 0):,} idle waits expired; emitted {emitted or 'nothing'}"
+        f"{stats.get('idle_inputs', 0):,} inputs went idle; emitted {emitted or 'nothing'}"
     )
