@@ -20,6 +20,7 @@ import asyncio
 import json
 import logging
 import os
+import socket
 import uuid
 from collections.abc import Iterable, Mapping, MutableMapping
 from pathlib import Path
@@ -40,7 +41,7 @@ from streamjoin.assignment import assign
 from streamjoin.assignment.errors import AssignmentError
 from streamjoin.membership.group_state import JoinedMember, build_group_state
 from streamjoin.membership.settings import MemberSettings
-from streamjoin.membership.shares import member_shares
+from streamjoin.membership.shares import empty_shares, member_shares
 from streamjoin.membership.userdata import (
     AssignmentInfo,
     MemberInfo,
@@ -78,6 +79,8 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
         self._tps_url: dict[TP, str] = {}
         self._external_tps_url: dict[TP, str] = {}
         self.last_rebalance: dict[str, Any] = {}
+        #: stats of the last assignment this member made as the leader
+        self.last_assignment: dict[str, Any] = {}
         self.settings = member_settings(app)
 
     # -- aiokafka's AbstractPartitionAssignor --------------------------------
@@ -110,7 +113,46 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
     def assign(
         self, cluster: ClusterMetadata, members: Mapping[str, ConsumerProtocolMemberMetadata]
     ) -> dict[str, ConsumerProtocolMemberAssignment]:
-        """Leader: decode every member, run the core, encode each share."""
+        """Leader: decode every member, run the core, encode each share.
+
+        As faust's assignor: inside a tracing span when the app has a tracer,
+        between ``app.sensors.on_assignment_start`` and
+        ``on_assignment_completed`` (whose per-sensor state also gets the
+        assignment's stats under ``"streamjoin"``) or ``on_assignment_error``.
+        """
+        tracer = getattr(self.app, "tracer", None)
+        if not tracer:
+            return self._sensed_assign(cluster, members)
+        span = tracer.get_tracer("_faust").start_span(
+            operation_name="coordinator_assignment", tags={"hostname": socket.gethostname()}
+        )
+        with span:
+            out = self._sensed_assign(cluster, members)
+            self.app._span_add_default_tags(span)
+            span.set_tag("assignment", out)
+        return out
+
+    def _sensed_assign(
+        self, cluster: ClusterMetadata, members: Mapping[str, ConsumerProtocolMemberMetadata]
+    ) -> dict[str, ConsumerProtocolMemberAssignment]:
+        sensors = self.app.sensors
+        state = sensors.on_assignment_start(self)
+        try:
+            out = self._assign(cluster, members)
+        except MemoryError:
+            raise
+        except Exception as exc:
+            sensors.on_assignment_error(self, state, exc)
+            raise
+        for per_sensor in state.values() if isinstance(state, dict) else ():
+            if isinstance(per_sensor, dict):
+                per_sensor["streamjoin"] = dict(self.last_assignment)
+        sensors.on_assignment_completed(self, state)
+        return out
+
+    def _assign(
+        self, cluster: ClusterMetadata, members: Mapping[str, ConsumerProtocolMemberMetadata]
+    ) -> dict[str, ConsumerProtocolMemberAssignment]:
         joined = []
         for member_id, meta in sorted(members.items()):
             info = decode_member(meta.user_data)
@@ -141,6 +183,8 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
             standby_replicas=self.replicas,
             acceptable_recovery_lag=self.settings.recovery_lag,
         )
+        if not state.members:
+            return self._nothing_to_assign(joined, topics, partitions, members)
         try:
             with gc_paused():
                 result = assign(state)
@@ -162,6 +206,7 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
             for member_id, share in shares.items()
         }
         stats = result.stats
+        self.last_assignment = {"generation": result.generation, **dict(stats)}
         logger.info(
             "streamjoin: assigned generation %d: %d members, %d tasks, spread %s/%s, "
             "moved %s (minimum %s), warm promotions %s",
@@ -175,6 +220,33 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
             stats["warm_promotions"],
         )
         return out
+
+    def _nothing_to_assign(
+        self,
+        joined: list[JoinedMember],
+        topics: list[str],
+        partitions: Mapping[str, int],
+        members: Mapping[str, ConsumerProtocolMemberMetadata],
+    ) -> dict[str, ConsumerProtocolMemberAssignment]:
+        """No subscribed topic has partitions yet: an empty share for every member.
+
+        The worker stays up; the consumer rebalances when the topics appear.
+        """
+        missing = [topic for topic in topics if topic not in partitions]
+        logger.warning(
+            "streamjoin: nothing to assign: none of the group's topics has partitions yet "
+            "(%s); the group rebalances once they are created",
+            ", ".join(missing) or "no topic subscribed",
+        )
+        generation = max((j.info.generation or 0 for j in joined if j.info), default=0)
+        self.last_assignment = {"generation": generation, "members": 0, "tasks": 0}
+        shares = empty_shares(generation, members)
+        return {
+            member_id: ConsumerProtocolMemberAssignment(
+                self.protocol_version, [], encode_assignment(share.info)
+            )
+            for member_id, share in shares.items()
+        }
 
     def on_assignment(self, assignment: ConsumerProtocolMemberAssignment) -> None:
         """Member: adopt the leader's decision and remember it for the next rebalance."""
@@ -228,7 +300,8 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
 
     # -- faust's PartitionAssignorT and router ----------------------------
     def group_for_topic(self, topic: str) -> int:
-        return self._topic_groups.get(topic, 0)
+        """The task group of *topic* (``KeyError`` for a topic not assigned, as faust's)."""
+        return self._topic_groups[topic]
 
     def assigned_actives(self) -> set[TP]:
         return set(self._active_tps)

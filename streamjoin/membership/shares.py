@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from streamjoin.assignment.model import Assignment
 from streamjoin.membership.userdata import AssignmentInfo
 
-__all__ = ["MemberShare", "member_shares"]
+__all__ = ["MemberShare", "empty_shares", "member_shares"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,11 @@ def member_shares(
                     routes[topic][partition] = index[mid]
     frozen_routes = {topic: tuple(owners) for topic, owners in routes.items()}
     groups = {topic: group.index for group in result.groups for topic in group.topics}
+    # every assigned topic has a group (faust's group_for_topic raises for others):
+    # the global changelogs, which form no task, get one each after the tasks'
+    following = max(groups.values(), default=-1) + 1
+    for offset, topic in enumerate(sorted(t for t in skip if t in partitions)):
+        groups[topic] = following + offset
     shares: dict[str, MemberShare] = {}
     for mid in order:
         owned = result.members[mid]
@@ -87,3 +92,9 @@ def member_shares(
     for member_id in sorted(members):
         shares.setdefault(member_id, MemberShare(empty, ()))
     return shares
+
+
+def empty_shares(generation: int, members: Iterable[str]) -> dict[str, MemberShare]:
+    """Nothing for anyone (no subscribed topic has partitions yet), at *generation*."""
+    empty = MemberShare(AssignmentInfo(generation, {}, {}, (), {}, {}), ())
+    return {member_id: empty for member_id in sorted(members)}

@@ -110,3 +110,21 @@ def test_member_settings_from_env_and_overrides() -> None:
 def test_bad_member_settings_say_which_and_why(env: dict[str, str], needle: str) -> None:
     with pytest.raises(MemberSettingsError, match=needle):
         MemberSettings.from_env(env)
+
+
+def test_every_assigned_topic_has_a_task_group_global_changelogs_included() -> None:
+    shares, result = _shares()
+    groups = shares["k-a"].info.groups
+    assert set(groups) == set(PARTITIONS)
+    task_groups = {g.index for g in result.groups}
+    assert groups["global-changelog"] not in task_groups
+
+
+def test_an_empty_group_gets_empty_shares_at_its_generation() -> None:
+    from streamjoin.membership.shares import empty_shares
+
+    shares = empty_shares(7, ["k-b", "k-a"])
+    assert list(shares) == ["k-a", "k-b"]
+    for share in shares.values():
+        assert share.partitions == () and share.info.generation == 7
+        assert share.info.actives == {} and share.info.routes == {}
