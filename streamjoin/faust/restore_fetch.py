@@ -169,12 +169,13 @@ class ChangelogFetcher:
         return True
 
     async def tail_standbys(self, standbys: set[TP]) -> bool:
-        """Apply the standby changelog partitions until the session is stale."""
+        """Apply the standby (and global table) changelog partitions until the session
+        is stale."""
         rc = self._rc
         ktps = {TopicPartition(tp.topic, tp.partition): tp for tp in standbys}
         rc.assign(sorted(ktps))
         await self._seek_start(ktps)
-        logger.info("applying %d standby changelog partition(s)", len(ktps))
+        logger.info("following %d standby or global changelog partition(s)", len(ktps))
         no_progress: Progress = {}
         while not self._stale():
             await self._fetch_and_apply(ktps, self._settings.standby_poll_timeout_ms, no_progress)

@@ -14,7 +14,12 @@ One *restore session* runs per rebalance generation:
    before then.
 4. After every active is restored, a second consumer (polling more lazily)
    applies the standby partitions until the next rebalance; their applied offsets
-   are exposed by :meth:`Restorer.standby_offsets`.
+   are exposed by :meth:`Restorer.standby_offsets`. It also keeps following
+   every partition of every global table's changelog (the assignor gives them
+   to every member as actives): a global table on every worker gets every
+   write, whichever worker or producer made it, within about a second
+   (:attr:`RestoreSettings.standby_fetch_max_wait_ms`), for the whole
+   generation; :meth:`Restorer.global_offsets` shows how far each is applied.
 
 A persisted offset beyond the changelog's end (the topic was recreated or its
 data deleted) wipes that partition's local state and restores it from the
@@ -62,6 +67,7 @@ class Restorer(Service):
         self._book = ChangelogBook(tables)
         self._active_tps: set[TP] = set()
         self._standby_tps: set[TP] = set()
+        self._global_tps: set[TP] = set()
         self._restored_at: dict[int, float] = {}
         self._generation: int | None = None
         super().__init__(**kwargs)
@@ -79,6 +85,15 @@ class Restorer(Service):
         return {
             (tp.topic, tp.partition): applied[tp]
             for tp in sorted(self._standby_tps)
+            if tp in applied
+        }
+
+    def global_offsets(self) -> dict[tuple[str, int], int]:
+        """Last applied changelog offset of each global table partition followed now."""
+        applied = dict(self._book.applied)
+        return {
+            (tp.topic, tp.partition): applied[tp]
+            for tp in sorted(self._global_tps)
             if tp in applied
         }
 
@@ -126,6 +141,7 @@ class Restorer(Service):
             self._book.applied.pop(tp, None)
         self._active_tps = actives
         self._standby_tps = standbys
+        self._global_tps = {tp for tp in actives if self._is_global(tp)}
         self._restored_at = {}
         self._generation = generation_id
         previous = self._session
@@ -180,11 +196,13 @@ class Restorer(Service):
             if not restored:
                 return
         await self._on_actives_restored(actives, standbys)
-        if standbys and not self._stale(generation_id):
+        # global tables are written by every worker: keep applying their changelogs
+        followed = standbys | {tp for tp in actives if self._is_global(tp)}
+        if followed and not self._stale(generation_id):
             async with restore_consumer(
                 self.app.conf, self.settings, self.settings.standby_fetch_max_wait_ms
             ) as rc:
-                await self._fetcher(rc, generation_id).tail_standbys(standbys)
+                await self._fetcher(rc, generation_id).tail_standbys(followed)
 
     async def _resume_app(
         self, generation_id: int, actives: set[TP], streams: set[TP]
@@ -205,12 +223,13 @@ class Restorer(Service):
         consumer.resume_flow()
         await app._fetcher.maybe_start()
 
-        global_partitions = {
-            tp.partition for tp in actives if getattr(self._book.table_for(tp), "is_global", False)
-        }
+        global_partitions = {tp.partition for tp in actives if self._is_global(tp)}
         gate = TaskGate(consumer, streams, global_partitions, self._restored_at)
         gate.update(pending={tp.partition for tp in actives})
         return gate
+
+    def _is_global(self, tp: TP) -> bool:
+        return bool(getattr(self._book.table_for(tp), "is_global", False))
 
     def _fetcher(self, rc: Any, generation_id: int) -> ChangelogFetcher:
         return ChangelogFetcher(rc, self._book, self.settings, lambda: self._stale(generation_id))

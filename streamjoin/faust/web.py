@@ -13,7 +13,9 @@ JOINS_PATH = "/streamjoin/joins/"
 
 
 def add_assignment_page(app: Any) -> None:
-    """Serve ``app.assignor.describe()`` at :data:`ASSIGNMENT_PATH`.
+    """Serve ``app.assignor.describe()`` at :data:`ASSIGNMENT_PATH`, with the last
+    changelog offset applied to each standby and global table partition
+    (``standby_offsets``, ``global_offsets``) when streamjoin's TableManager runs.
 
     :class:`streamjoin.App` calls this itself; a plain faust app using
     ``streamjoin:PartitionAssignor`` can call it once after creating the app.
@@ -26,7 +28,17 @@ def add_assignment_page(app: Any) -> None:
             return web.json(
                 {"error": "the app does not use streamjoin:PartitionAssignor"}, status=404
             )
-        return web.json(describe())
+        doc = describe()
+        recovery = getattr(getattr(app, "tables", None), "recovery", None)
+        for name in ("standby_offsets", "global_offsets"):
+            read = getattr(recovery, name, None)
+            if read is not None:
+                # "topic" -> {partition: last applied changelog offset}
+                by_topic: dict[str, dict[int, int]] = {}
+                for (topic, partition), offset in read().items():
+                    by_topic.setdefault(topic, {})[partition] = offset
+                doc[name] = by_topic
+        return web.json(doc)
 
     app.page(ASSIGNMENT_PATH, name="streamjoin-assignment")(assignment)
 

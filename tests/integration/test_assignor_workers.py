@@ -340,5 +340,7 @@ def test_assignment_served_on_the_web_port_and_rebalance_logged(group: Group) ->
     served = wait_until(fetch, 30, "the assignment page")
     assert served["member"] == status["a"]["assignor"]["member"]
     assert served["actives"][group.events] == list(range(PARTITIONS))
+    # streamjoin's TableManager runs: the followed changelogs' applied offsets are shown
+    assert served["standby_offsets"] == {} and served["global_offsets"] == {}
     lines = group.workers["a"].wait_for_log(r"streamjoin: rebalance generation \d+: actives \+", 10)
     assert "(changelog partitions:" in lines[-1]

@@ -1,0 +1,100 @@
+"""Global tables with streamjoin's TableManager: every worker applies every write of
+every partition, continuously, whoever wrote it, and catches up after kill -9."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka_util import create_topic, run, wait_until
+
+from streamjoin.dev.process import WorkerProcess
+
+pytestmark = pytest.mark.broker
+
+APPS_DIR = Path(__file__).resolve().parent  # apps/ lives beside the tests
+
+
+async def _produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        for key, value in records:
+            await producer.send(topic, value, key=key)
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+def _held(datadir: Path) -> set[str]:
+    path = datadir / "global.json"
+    try:
+        return set(json.loads(path.read_text()))
+    except (OSError, ValueError):
+        return set()
+
+
+def test_every_worker_holds_every_write_of_a_global_table(workers: Any, tmp_path: Path) -> None:
+    app_id = workers.app_id
+    run(create_topic(workers.broker.bootstrap, f"{app_id}-writes", 4))
+
+    def spawn(name: str) -> WorkerProcess:
+        worker = WorkerProcess(
+            "apps.globals:app",
+            workers.broker.url,
+            tmp_path / name,
+            tmp_path / f"{name}.log",
+            env={"SJ_TEST_APP_ID": app_id},
+            cwd=APPS_DIR,
+        )
+        workers.started.append(worker)
+        return worker.start()
+
+    names = ["w1", "w2", "w3"]
+    procs = {name: spawn(name) for name in names}
+    for worker in procs.values():
+        worker.wait_for_log(r"Worker\]: Ready", timeout=120)
+    # each worker's agent writes its share of these (the writes topic is partitioned)
+    by_agents = [f"a{n}" for n in range(300)]
+    writes = f"{app_id}-writes"
+    run(_produce(workers.broker.bootstrap, writes, [(k.encode(), k.encode()) for k in by_agents]))
+    # and a producer writes straight to the changelog
+    direct = [f"d{n}" for n in range(30)]
+    run(
+        _produce(
+            workers.broker.bootstrap,
+            f"{app_id}-gt-changelog",
+            [(json.dumps(k).encode(), json.dumps(k).encode()) for k in direct],
+        )
+    )
+    written_at = time.monotonic()
+    want = set(by_agents) | set(direct)
+
+    def everyone_has(keys: set[str], on: list[str]) -> bool:
+        return all(_held(tmp_path / n) >= keys for n in on)
+
+    wait_until(lambda: everyone_has(want, names), 60, "every worker holding every key", 0.2)
+    # agents take a moment to process; what matters: nobody waits for a rebalance
+    assert time.monotonic() - written_at < 30
+    # kill -9 one worker, write more while it is down, restart it
+    procs["w2"].kill()
+    more = [f"b{n}" for n in range(60)]
+    run(_produce(workers.broker.bootstrap, writes, [(k.encode(), k.encode()) for k in more]))
+    want |= set(more)
+    wait_until(lambda: everyone_has(want, ["w1", "w3"]), 60, "the survivors holding every key", 0.2)
+    procs["w2"].start()
+    wait_until(lambda: everyone_has(want, names), 90, "the restarted worker catching up", 0.3)
+    # a write by one agent reaches the other workers within about a second
+    last = [f"c{n}" for n in range(8)]
+    run(_produce(workers.broker.bootstrap, writes, [(k.encode(), k.encode()) for k in last]))
+    start = time.monotonic()
+    want |= set(last)
+    wait_until(lambda: everyone_has(want, names), 30, "the last writes everywhere", 0.1)
+    took = time.monotonic() - start
+    # agent processing + changelog send + the followers' fetch wait (0.5 s) + 0.2 s report
+    assert took < 3, f"the last writes took {took:.1f}s to reach every worker"
