@@ -45,7 +45,8 @@ def member_shares(
         urls: Kafka member id → the url the member advertises.
         partitions: topic → partition count (the topics routed).
         unrouted: topics left out of the routing table (global changelogs:
-            every member has all of their partitions).
+            every member has all of their partitions, as actives and, as
+            faust's assignor gives them, as standbys too).
         members: every Kafka member id of the rebalance; those the core gave
             nothing (no known topic) get an empty share with the routing table.
     """
@@ -73,6 +74,11 @@ def member_shares(
         owned = result.members[mid]
         actives = {t: list(p) for t, p in sorted(owned.actives.items())}
         standbys = {t: list(p) for t, p in sorted(owned.standbys.items())}
+        # a global changelog is also every member's standby, as faust's assignor
+        # gives it: faust's own TableManager then keeps following it
+        for topic in sorted(skip):
+            if topic in actives:
+                standbys[topic] = sorted(actives[topic])
         fetched: dict[str, set[int]] = {}
         for source in (actives, standbys):
             for topic, numbers in source.items():

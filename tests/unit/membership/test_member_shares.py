@@ -128,3 +128,12 @@ def test_an_empty_group_gets_empty_shares_at_its_generation() -> None:
     for share in shares.values():
         assert share.partitions == () and share.info.generation == 7
         assert share.info.actives == {} and share.info.routes == {}
+
+
+def test_a_global_changelog_is_every_members_active_and_standby_as_faust_gives_it() -> None:
+    shares, _ = _shares()
+    for member_id in ("k-a", "k-b", "k-c"):
+        info = shares[member_id].info
+        assert info.actives["global-changelog"] == [0, 1]
+        assert info.standbys["global-changelog"] == [0, 1]
+        assert dict(shares[member_id].partitions)["global-changelog"] == (0, 1)
