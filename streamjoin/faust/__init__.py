@@ -1,7 +1,9 @@
 """The faust adapters: the only package that imports faust, aiokafka and rocksdict.
 
 * :mod:`~streamjoin.faust.app`: ``streamjoin.App`` (``app.join``; our assignor, table manager);
-* :mod:`~streamjoin.faust.assignor`: ``streamjoin:PartitionAssignor`` over the pure core;
+* :mod:`~streamjoin.faust.assignor`: ``streamjoin:PartitionAssignor`` over the pure core
+  (with ``member_file``: identity and claims in the data directory, and
+  ``assign_hooks``: faust's sensor and tracing calls around an assignment);
 * :mod:`~streamjoin.faust.join_operator` (with ``join_declare``, ``join_tasks``,
   ``join_batch``, ``join_stats``) and :mod:`~streamjoin.faust.batch_state`: joins in a worker;
 * :mod:`~streamjoin.faust.tables`, :mod:`~streamjoin.faust.restorer` (with

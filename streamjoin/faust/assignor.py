@@ -17,11 +17,8 @@ read once from the ``STREAMJOIN_*`` variables
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
-import socket
-import uuid
 from collections.abc import Iterable, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
@@ -39,6 +36,8 @@ from yarl import URL
 from streamjoin._gc import gc_paused
 from streamjoin.assignment import assign
 from streamjoin.assignment.errors import AssignmentError
+from streamjoin.faust.assign_hooks import observed_assignment
+from streamjoin.faust.member_file import MemberFile
 from streamjoin.membership.group_state import JoinedMember, build_group_state
 from streamjoin.membership.settings import MemberSettings
 from streamjoin.membership.shares import empty_shares, member_shares
@@ -68,7 +67,7 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
         AbstractPartitionAssignor.__init__(self)
         self.app = app
         self.replicas = replicas
-        self._member: dict[str, Any] | None = None
+        self._file: MemberFile | None = None
         self._actives: dict[str, list[int]] = {}
         self._standbys: dict[str, list[int]] = {}
         self._active_tps: frozenset[TP] = frozenset()
@@ -120,35 +119,9 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
         ``on_assignment_completed`` (whose per-sensor state also gets the
         assignment's stats under ``"streamjoin"``) or ``on_assignment_error``.
         """
-        tracer = getattr(self.app, "tracer", None)
-        if not tracer:
-            return self._sensed_assign(cluster, members)
-        span = tracer.get_tracer("_faust").start_span(
-            operation_name="coordinator_assignment", tags={"hostname": socket.gethostname()}
+        return observed_assignment(
+            self.app, self, lambda: self._assign(cluster, members), lambda: self.last_assignment
         )
-        with span:
-            out = self._sensed_assign(cluster, members)
-            self.app._span_add_default_tags(span)
-            span.set_tag("assignment", out)
-        return out
-
-    def _sensed_assign(
-        self, cluster: ClusterMetadata, members: Mapping[str, ConsumerProtocolMemberMetadata]
-    ) -> dict[str, ConsumerProtocolMemberAssignment]:
-        sensors = self.app.sensors
-        state = sensors.on_assignment_start(self)
-        try:
-            out = self._assign(cluster, members)
-        except MemoryError:
-            raise
-        except Exception as exc:
-            sensors.on_assignment_error(self, state, exc)
-            raise
-        for per_sensor in state.values() if isinstance(state, dict) else ():
-            if isinstance(per_sensor, dict):
-                per_sensor["streamjoin"] = dict(self.last_assignment)
-        sensors.on_assignment_completed(self, state)
-        return out
 
     def _assign(
         self, cluster: ClusterMetadata, members: Mapping[str, ConsumerProtocolMemberMetadata]
@@ -339,7 +312,7 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
 
     def describe(self) -> dict[str, Any]:
         """The current assignment as JSON-ready data (served on the web port)."""
-        member = self._member or {}
+        member = (self._file.member if self._file is not None else None) or {}
         return {
             "member": member.get("id"),
             "generation": member.get("generation"),
@@ -393,50 +366,17 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
             for p in ps
         }
 
-    def _state_path(self) -> Path:
-        return Path(self.app.conf.datadir) / STATE_FILE
+    def _member_file(self) -> MemberFile:
+        if self._file is None:
+            self._file = MemberFile(Path(self.app.conf.datadir) / STATE_FILE)
+        return self._file
 
     def _load_member(self) -> dict[str, Any]:
-        if self._member is not None:
-            return self._member
-        path = self._state_path()
-        member: dict[str, Any] = {}
-        try:
-            loaded = json.loads(path.read_text())
-            if isinstance(loaded, dict) and isinstance(loaded.get("id"), str):
-                member = loaded
-        except FileNotFoundError:
-            pass
-        except (OSError, ValueError) as exc:
-            logger.warning("streamjoin: ignoring unreadable %s (%s); starting fresh", path, exc)
         static = self.settings.instance_id or self.app.conf.consumer_group_instance_id
-        if static:
-            if member.get("id") not in (None, static):
-                member = {}  # a different identity: its claims are not ours
-            member["id"] = str(static)
-        member.setdefault("id", f"{self.app.conf.id}-{uuid.uuid4().hex[:12]}")
-        self._member = member
-        self._write_member()
-        return member
+        return self._member_file().load(static, self.app.conf.id)
 
     def _remember(self, info: AssignmentInfo) -> None:
-        member = self._load_member()
-        member.update(
-            generation=info.generation,
-            actives={t: sorted(p) for t, p in info.actives.items()},
-            standbys={t: sorted(p) for t, p in info.standbys.items()},
-        )
-        self._write_member()
-
-    def _write_member(self) -> None:
-        path = self._state_path()
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(self._member, sort_keys=True))
-            tmp.replace(path)
-        except OSError as exc:
-            logger.warning("streamjoin: cannot persist member state to %s: %s", path, exc)
+        self._member_file().remember(info, self._load_member())
 
     def _persisted_offsets(self) -> dict[str, dict[int, int]]:
         tables = self.app.tables

@@ -28,15 +28,15 @@ __all__ = ["TableManager"]
 class TableManager(_FaustTableManager):
     """Faust ``TableManager`` whose ``recovery`` is streamjoin's :class:`Restorer`."""
 
-    _restorer: Restorer | None = None
-
     @property
     def recovery(self) -> Restorer:  # type: ignore[override]
-        """The restore service (created on first use)."""
-        if self._restorer is None:
-            self._restorer = Restorer(self.app, self, beacon=self.beacon, loop=self.loop)
-            self._recovery = self._restorer  # type: ignore[assignment]
-        return self._restorer
+        """The restore service, created on first use in ``_recovery`` as faust's
+        manager does (so one set there beforehand, e.g. by a test, is used)."""
+        if self._recovery is None:
+            self._recovery = Restorer(  # type: ignore[assignment]
+                self.app, self, beacon=self.beacon, loop=self.loop
+            )
+        return self._recovery  # type: ignore[return-value]
 
     def on_partitions_revoked(self, revoked: Any) -> None:
         """Stop restoring, and let every join drop what it holds but has not applied.
