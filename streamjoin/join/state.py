@@ -14,7 +14,7 @@ Kafka changelog in :mod:`streamjoin.faust.join_operator`. Two kinds of writes:
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Protocol
 
 __all__ = ["KVState", "MemoryState"]
@@ -51,6 +51,17 @@ class MemoryState:
         #: content writes in order, as a durable backend would changelog them
         self.changelog: list[tuple[bytes, bytes | None]] = []
         self.record_changelog = False
+
+    @classmethod
+    def from_changelog(cls, changelog: Iterable[tuple[bytes, bytes | None]]) -> MemoryState:
+        """The content a changelog (or a prefix of one) restores: ``None`` deletes."""
+        state = cls()
+        for key, value in changelog:
+            if value is None:
+                state.delete(key)
+            else:
+                state.put(key, value)
+        return state
 
     def get(self, key: bytes) -> bytes | None:
         return self._data.get(key)

@@ -44,12 +44,14 @@ class Workers:
         env: dict[str, str] | None = None,
         extra_args: tuple[str, ...] = (),
         partitions: int = 4,
+        app: str = "apps.counter:app",
     ) -> WorkerProcess:
-        """Start worker *name*; its data directory and log are ``tmp_path/name``."""
+        """Start worker *name* of test app *app* (under ``apps/``); its data
+        directory and log are ``tmp_path/name``."""
         full_env = {"SJ_TEST_APP_ID": self.app_id, "SJ_TEST_PARTITIONS": str(partitions)}
         full_env.update(env or {})
         worker = WorkerProcess(
-            "apps.counter:app",
+            app,
             self.broker.url,
             self.tmp_path / name,
             self.tmp_path / f"{name}.log",

@@ -14,7 +14,6 @@ from streamjoin.dev.process import WorkerProcess
 
 pytestmark = pytest.mark.broker
 
-APPS_DIR = Path(__file__).resolve().parent  # apps/ lives beside the tests
 
 
 def _calls(datadirs: list[Path]) -> list[dict[str, Any]]:
@@ -30,16 +29,7 @@ def test_a_recording_sensor_sees_start_and_completed_per_rebalance(
     workers: Any, tmp_path: Path
 ) -> None:
     def spawn(name: str) -> WorkerProcess:
-        worker = WorkerProcess(
-            "apps.sensed:app",
-            workers.broker.url,
-            tmp_path / name,
-            tmp_path / f"{name}.log",
-            env={"SJ_TEST_APP_ID": workers.app_id},
-            cwd=APPS_DIR,
-        )
-        workers.started.append(worker)
-        return worker.start()
+        return workers.spawn(name, app="apps.sensed:app")
 
     first = spawn("w1")
     first.wait_for_log(r"streamjoin: rebalance generation", timeout=90)

@@ -15,7 +15,6 @@ from streamjoin.dev.process import WorkerProcess
 
 pytestmark = pytest.mark.broker
 
-APPS_DIR = Path(__file__).resolve().parent  # apps/ lives beside the tests
 
 
 async def _produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]) -> None:
@@ -44,16 +43,7 @@ def test_every_worker_holds_every_write_of_a_global_table(workers: Any, tmp_path
     run(create_topic(workers.broker.bootstrap, f"{app_id}-writes", 4))
 
     def spawn(name: str) -> WorkerProcess:
-        worker = WorkerProcess(
-            "apps.globals:app",
-            workers.broker.url,
-            tmp_path / name,
-            tmp_path / f"{name}.log",
-            env={"SJ_TEST_APP_ID": app_id},
-            cwd=APPS_DIR,
-        )
-        workers.started.append(worker)
-        return worker.start()
+        return workers.spawn(name, app="apps.globals:app")
 
     names = ["w1", "w2", "w3"]
     procs = {name: spawn(name) for name in names}

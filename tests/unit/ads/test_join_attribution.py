@@ -156,16 +156,6 @@ def test_window_rejects_bad_values(bad: dict[str, object]) -> None:
         JoinWindow(**values)  # type: ignore[arg-type]
 
 
-def _restore(changelog: list[tuple[bytes, bytes | None]]) -> MemoryState:
-    state = MemoryState()
-    for key, value in changelog:
-        if value is None:
-            state.delete(key)
-        else:
-            state.put(key, value)
-    return state
-
-
 @settings(max_examples=300, deadline=None)
 @given(events(), st.randoms(use_true_random=False), st.data())
 def test_a_crash_and_replay_yields_the_same_outcomes_and_no_second_bill(
@@ -200,7 +190,8 @@ def test_a_crash_and_replay_yields_the_same_outcomes_and_no_second_bill(
                 emitted.setdefault(item.click_id, set()).add(item)
         first.checkpoint()
     cut = draw.draw(st.integers(batch_start, len(first.state.changelog)), label="cut")
-    second = TaskAttribution(window, _restore(first.state.changelog[:cut]), auto_checkpoint=False)
+    restored = MemoryState.from_changelog(first.state.changelog[:cut])
+    second = TaskAttribution(window, restored, auto_checkpoint=False)
     second.rebuild_indexes()
     replayed_late = []
     for record in order[bounds[crashed] :]:

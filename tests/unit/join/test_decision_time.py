@@ -67,16 +67,6 @@ def _interleave(
     return out
 
 
-def _restore(changelog: list[tuple[bytes, bytes | None]]) -> MemoryState:
-    state = MemoryState()
-    for key, value in changelog:
-        if value is None:
-            state.delete(key)
-        else:
-            state.put(key, value)
-    return state
-
-
 def _run_with_crash(
     make: Callable[[MemoryState | None], Any],
     order: list[tuple[str, Any]],
@@ -110,7 +100,7 @@ def _run_with_crash(
             feed(first, side, record, late)
         first.checkpoint()
     cut = start + int((len(first.state.changelog) - start) * cut_at)
-    second = make(_restore(first.state.changelog[:cut]))
+    second = make(MemoryState.from_changelog(first.state.changelog[:cut]))
     second.rebuild_indexes()
     replayed_late: list[Any] = []
     for side, record in order[bounds[crashed] :]:

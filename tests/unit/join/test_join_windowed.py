@@ -180,16 +180,6 @@ def test_feeding_a_record_again_never_emits_a_second_copy(
     assert got.single() == _reference(kind, window, lefts, rights)
 
 
-def _restore(changelog: list[tuple[bytes, bytes | None]]) -> MemoryState:
-    state = MemoryState()
-    for key, value in changelog:
-        if value is None:
-            state.delete(key)
-        else:
-            state.put(key, value)
-    return state
-
-
 @settings(max_examples=300, deadline=None)
 @given(scenarios(), st.randoms(use_true_random=False), st.sampled_from(KINDS), st.data())
 def test_a_crash_and_replay_yields_the_reference_each_result_with_one_value(
@@ -216,7 +206,7 @@ def test_a_crash_and_replay_yields_the_reference_each_result_with_one_value(
     marks.append(len(first.state.changelog))
     assert got.late == []
     cut = draw.draw(st.integers(marks[c], marks[k]), label="changelog prefix")
-    second = TaskWindowedJoin(kind, window, _restore(first.state.changelog[:cut]))
+    second = TaskWindowedJoin(kind, window, MemoryState.from_changelog(first.state.changelog[:cut]))
     second.rebuild_indexes()
     for position in range(c, len(order)):
         side, record = order[position]
