@@ -81,25 +81,25 @@ class Restorer(Service):
         assignor builds its metadata) may call it; a standby appears once its
         session has read the persisted offset or applied a batch.
         """
-        applied = dict(self._book.applied)
-        return {
-            (tp.topic, tp.partition): applied[tp]
-            for tp in sorted(self._standby_tps)
-            if tp in applied
-        }
+        return self._applied(self._standby_tps)
 
     def global_offsets(self) -> dict[tuple[str, int], int]:
         """Last applied changelog offset of each global table partition followed now."""
-        applied = dict(self._book.applied)
-        return {
-            (tp.topic, tp.partition): applied[tp]
-            for tp in sorted(self._global_tps)
-            if tp in applied
-        }
+        return self._applied(self._global_tps)
 
     def applied_offsets(self) -> dict[tuple[str, int], int]:
         """Last changelog offset applied by this process, per partition."""
-        return {(tp.topic, tp.partition): off for tp, off in sorted(self._book.applied.items())}
+        return self._applied(None)
+
+    def _applied(self, tps: set[TP] | None) -> dict[tuple[str, int], int]:
+        """Applied offsets of *tps* (``None``: all), from a copy taken in one step:
+        other threads (the assignor's) read while the event loop writes."""
+        applied = dict(self._book.applied)
+        return {
+            (tp.topic, tp.partition): offset
+            for tp, offset in sorted(applied.items())
+            if tps is None or tp in tps
+        }
 
     def restored_at(self) -> dict[int, float]:
         """Wall-clock time (``time.time()``) each task of this generation became ready."""
@@ -185,7 +185,8 @@ class Restorer(Service):
         self, generation_id: int, actives: set[TP], standbys: set[TP], streams: set[TP]
     ) -> None:
         """Resume the app, restore the actives (tasks start as they are ready), tail standbys."""
-        gate = await self._resume_app(generation_id, actives, streams)
+        global_tps = {tp for tp in actives if self._is_global(tp)}
+        gate = await self._resume_app(generation_id, global_tps, actives, streams)
         if gate is None:
             return
         if actives:
@@ -197,7 +198,7 @@ class Restorer(Service):
                 return
         await self._on_actives_restored(actives, standbys)
         # global tables are written by every worker: keep applying their changelogs
-        followed = standbys | {tp for tp in actives if self._is_global(tp)}
+        followed = standbys | global_tps
         if followed and not self._stale(generation_id):
             async with restore_consumer(
                 self.app.conf, self.settings, self.settings.standby_fetch_max_wait_ms
@@ -205,7 +206,7 @@ class Restorer(Service):
                 await self._fetcher(rc, generation_id).tail_standbys(followed)
 
     async def _resume_app(
-        self, generation_id: int, actives: set[TP], streams: set[TP]
+        self, generation_id: int, global_tps: set[TP], actives: set[TP], streams: set[TP]
     ) -> TaskGate | None:
         """Let the app's flow go on, stream partitions still paused; ``None`` if stale.
 
@@ -223,7 +224,7 @@ class Restorer(Service):
         consumer.resume_flow()
         await app._fetcher.maybe_start()
 
-        global_partitions = {tp.partition for tp in actives if self._is_global(tp)}
+        global_partitions = {tp.partition for tp in global_tps}
         gate = TaskGate(consumer, streams, global_partitions, self._restored_at)
         gate.update(pending={tp.partition for tp in actives})
         return gate

@@ -41,9 +41,7 @@ def load_object(
     Raises:
         error: malformed spec, import failure, missing attribute or wrong type.
     """
-    module_name, sep, attr = spec.partition(":")
-    if sep and not attr:
-        attr = ""
+    module_name, _, attr = spec.partition(":")
     attr = attr or (default_attr or "")
     if not module_name or not attr:
         raise error(f"{spec!r}: give the {what} as module:attribute, e.g. {example}")
