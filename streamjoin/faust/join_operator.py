@@ -143,6 +143,8 @@ class Join:
         """Counters, tasks and the batch lock of this worker."""
         self.stats = JoinStats()
         self._tasks: dict[int, JoinTask] = {}
+        #: tasks kept open across a rebalance, until their next record (see _task)
+        self._parked: dict[int, JoinTask] = {}
         self._router = RecordRouter(
             self.name, self.policy, self.stats, self.outputs, self.dead_letters
         )
@@ -196,10 +198,33 @@ class Join:
         )
 
     def _task(self, partition: int) -> JoinTask:
+        """The live task of *partition*: the one parked across the rebalance when
+        it may go on, else a new one opened from its database."""
         task = self._tasks.get(partition)
-        if task is None:
-            task = self._tasks[partition] = JoinTask(partition, self.policy, self.max_idle_ms)
-            task.open(self._db(partition), _now_ms())
+        if task is not None:
+            return task
+        db = self._db(partition)
+        parked = self._parked.pop(partition, None)
+        if parked is not None and parked.can_resume(db, self.table.data.offset_key):
+            parked.resume(_now_ms())
+            self.stats.tasks_kept += 1
+            self._tasks[partition] = parked
+            logger.info("join %s: task %d goes on where it was (kept)", self.name, partition)
+            return parked
+        if parked is not None:  # its database changed under it: start over from the state
+            parked.state.discard()
+            parked.state.db = None
+        started = time.monotonic()
+        task = self._tasks[partition] = JoinTask(partition, self.policy, self.max_idle_ms)
+        task.open(db, _now_ms())
+        self.stats.tasks_opened += 1
+        logger.info(
+            "join %s: task %d opened%s, indexes rebuilt from RocksDB in %.3f s",
+            self.name,
+            partition,
+            " again (its database changed while parked)" if parked is not None else "",
+            time.monotonic() - started,
+        )
         return task
 
     def _db(self, partition: int) -> Any:
@@ -293,24 +318,49 @@ class Join:
         join sets ``stream_wait_empty`` off: faust does not wait for them
         either); whoever runs the task next reads them again from the
         committed offset, which is never past the task state's position.
-        Tasks are closed; a batch already being made durable completes.
+        Every task is parked, not closed (faust rebalances eagerly: every
+        partition is revoked, then the new assignment comes): the ones that
+        stay here go on with their state and indexes, the others are closed
+        by :meth:`on_rebalance`. A batch already being made durable completes.
         """
         self._revoking = True
         self._buffered = 0
+        for partition in sorted(self._tasks):
+            self._tasks[partition].park()
+        self._parked.update(self._tasks)
         self._tasks.clear()
 
     async def on_rebalance(self, assigned: set[Any]) -> None:
-        """The new assignment is known: accept records again."""
+        """The new assignment is known: close the tasks that left, accept records again.
+
+        A parked task of a partition still ours notes its database's changelog
+        offset (no batch is in flight under the lock); it resumes on its next
+        record if the offset is unchanged then (:meth:`_task`).
+        """
         self._revoking = False
         async with self._lock:
             keep = {tp.partition for tp in assigned if tp.topic == self.left_topic}
-            # on_revoke closed every task already; anything opened since and no
-            # longer ours is dropped the same way: unacked, read again elsewhere
-            for partition in sorted(set(self._tasks) - keep):
-                task = self._tasks.pop(partition)
-                self._buffered -= len(task.inbox)
-                task.state.discard()
-                task.state.db = None
+            offset_key = self.table.data.offset_key
+            closed = []
+            for tasks in (self._parked, self._tasks):
+                # tasks opened since on_revoke and no longer ours are dropped the
+                # same way: unacked, read again elsewhere
+                for partition in sorted(set(tasks) - keep):
+                    task = tasks.pop(partition)
+                    self._buffered -= len(task.inbox)
+                    task.state.discard()
+                    task.state.db = None
+                    closed.append(partition)
+            for _, task in sorted(self._parked.items()):
+                if task.state.db is not None:
+                    task.mark_parked(task.state.db, offset_key)
+            if closed or self._parked:
+                logger.info(
+                    "join %s: rebalance keeps tasks %s open, closes %s",
+                    self.name,
+                    sorted(self._parked),
+                    sorted(closed),
+                )
 
 
 def _now_ms() -> int:

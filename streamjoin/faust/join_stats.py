@@ -36,6 +36,10 @@ class JoinStats:
     #: times an input of a task went idle (caught up, silent for max_idle_ms)
     idle_inputs: int = 0
     gaps: int = 0
+    #: tasks opened here (indexes rebuilt from RocksDB), and parked tasks that went
+    #: on after a rebalance without reopening
+    tasks_opened: int = 0
+    tasks_kept: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready copy."""
@@ -49,6 +53,8 @@ class JoinStats:
             "batches": self.batches,
             "idle_inputs": self.idle_inputs,
             "gaps": self.gaps,
+            "tasks_opened": self.tasks_opened,
+            "tasks_kept": self.tasks_kept,
         }
 
 

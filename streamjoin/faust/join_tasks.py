@@ -5,7 +5,10 @@ policy logic, the records received since the last batch (in arrival order:
 the logic decides against the minimum of the two inputs' watermarks, so the
 order in which the consumer fetched the two inputs does not matter), the
 input position of each side (read from state when the task opens) and what
-it needs to tell when an input is idle. The :class:`RecordRouter` applies
+it needs to tell when an input is idle. A task whose partition stays on this
+worker across a rebalance is *parked* (:meth:`JoinTask.park`) rather than
+closed, and resumes without rebuilding its indexes when its database is the
+one it left (:meth:`JoinTask.can_resume`). The :class:`RecordRouter` applies
 the records: it skips replays (records before the state's position), decodes
 the rest with the policy, feeds them to the task's logic and turns what
 comes out into records for the output and dead-letter topics. Nothing here
@@ -79,6 +82,9 @@ class JoinTask:
         #: inputs the logic has been told are idle (until their next record)
         self.idle: set[str] = set()
         self.unacked: list[Any] = []
+        #: the changelog offset stored in the task's database when it was last
+        #: live (set once per parking, see :meth:`mark_parked`); ``None``: not parked
+        self.parked_at: tuple[bytes | None] | None = None
 
     def open(self, db: Any, now_ms: int) -> None:
         """Load the task from its (restored) database and rebuild its indexes.
@@ -92,6 +98,52 @@ class JoinTask:
             raw = self.state.get(keys.position_key(side))
             self.position[side] = None if raw is None else int.from_bytes(raw, "big")
             self.next_seen[side] = self.position[side]
+            self.last_record_ms[side] = now_ms
+
+    def park(self) -> int:
+        """Stop the task for a rebalance, keeping its state and indexes; returns
+        the number of buffered records dropped.
+
+        Buffered records were never applied: they are dropped unacknowledged,
+        and the consumer delivers them again from the committed offset, which
+        is never past :attr:`position`. Records it delivers again that were
+        applied are below the position and skipped (:meth:`RecordRouter.apply`);
+        :attr:`next_seen` goes back to the position so that a consumer starting
+        beyond it is still noticed (:meth:`see`). A batch being made durable
+        keeps its events in :attr:`unacked` and completes.
+        """
+        dropped = len(self.inbox)
+        self.inbox = []
+        for side in SIDES:
+            self.next_seen[side] = self.position[side]
+        return dropped
+
+    def mark_parked(self, db: Any, offset_key: bytes) -> None:
+        """Remember the changelog offset in *db*, once, when no batch is in flight.
+
+        Called at the first rebalance after the task was live (later rebalances
+        that keep it parked leave the mark alone: a restore in between may have
+        written someone else's changes into the database).
+        """
+        if self.parked_at is None:
+            self.parked_at = (db.get(offset_key),)
+
+    def can_resume(self, db: Any, offset_key: bytes) -> bool:
+        """May the parked task go on with *db* (the partition's database now)?
+
+        Only when it is the very handle the task used and its changelog offset
+        is the one marked: otherwise the database was reopened or wiped, or a
+        restore applied changes another worker made while this one was away,
+        and the indexes in memory would not match the state.
+        """
+        mark = self.parked_at
+        return mark is not None and db is self.state.db and (db.get(offset_key),) == mark
+
+    def resume(self, now_ms: int) -> None:
+        """Make a parked task live again; its inputs count as silent from *now_ms*,
+        as after :meth:`open` (the rebalance paused them)."""
+        self.parked_at = None
+        for side in SIDES:
             self.last_record_ms[side] = now_ms
 
     def see(self, side: str, offset: int) -> int | None:
