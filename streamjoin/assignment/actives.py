@@ -1,9 +1,10 @@
-"""Place every task's active replica within the balanced quotas.
+"""Place every task's target owner within the balanced quotas.
 
 Given the quotas (how many tasks of each group each member runs), members
 first keep the tasks they owned before, up to their quota. The tasks that
 must move then go warm first: to the member with the smallest changelog lag
 that still has room; the rest fill the remaining room in member order.
+:mod:`.warmups` then turns this target into the actual assignment.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from streamjoin.assignment.fencing import History
-from streamjoin.assignment.model import MemberState, Move, TaskGroup
+from streamjoin.assignment.model import TaskGroup
 
 __all__ = ["place_actives"]
 
@@ -20,13 +21,10 @@ def place_actives(
     groups: Sequence[TaskGroup],
     quotas: Sequence[Mapping[int, int]],
     history: History,
-    members: Sequence[MemberState],
     acceptable_lag: int,
-) -> tuple[list[list[int]], list[Move]]:
-    """Return the owner (member index) of every task, per group, and the moves."""
+) -> list[list[int]]:
+    """Return the owner (member index) of every task, per group."""
     owners: list[list[int]] = []
-    moves: list[Move] = []
-    contested = history.contested
     for group, quota in zip(groups, quotas, strict=True):
         owner = [-1] * group.partitions
         room = dict(quota)
@@ -34,7 +32,6 @@ def place_actives(
         for p, previous in enumerate(history.owner[group.index]):
             if previous >= 0:
                 held.setdefault(previous, []).append(p)
-        released: dict[int, int] = {}
         for m in sorted(held):
             tasks = held[m]
             keep = room.get(m, 0)
@@ -48,8 +45,6 @@ def place_actives(
                         p,
                     ),
                 )
-                for p in tasks[keep:]:
-                    released[p] = m
                 tasks = tasks[:keep]
             for p in tasks:
                 owner[p] = m
@@ -59,13 +54,12 @@ def place_actives(
         for p in range(group.partitions):
             if owner[p] >= 0:
                 continue
-            target, lag = _warm_target(history, group.index, p, room, acceptable_lag)
+            target = _warm_target(history, group.index, p, room, acceptable_lag)
             if target is None:
                 cold.append(p)
                 continue
             owner[p] = target
             room[target] -= 1
-            moves.append(_move(group, p, released.get(p), target, members, history, True, lag))
         if cold:
             open_members = [m for m in sorted(room) if room[m] > 0]
             slot = 0
@@ -76,16 +70,15 @@ def place_actives(
                 owner[p] = target
                 room[target] -= 1
                 slot = (slot + 1) % len(open_members)
-                if p in released or (group.index, p) in contested:
-                    moves.append(
-                        _move(group, p, released.get(p), target, members, history, False, None)
-                    )
         owners.append(owner)
-    return owners, moves
+    return owners
 
 
 def _release_rank(history: History, g: int, p: int, m: int, acceptable_lag: int) -> int:
-    """0: keep first (nobody else is warm), 1: another member is warm, 2: a former owner is."""
+    """-1: its warm-up (kept above all: targets stay on warm-ups), 0: nobody else
+    is warm, 1: another member is warm, 2: a former owner is."""
+    if history.warmup_holder.get((g, p)) == m:
+        return -1
     warm = {other for lag, other in history.warm.get((g, p)) or () if lag <= acceptable_lag}
     warm.discard(m)
     if not warm:
@@ -95,49 +88,21 @@ def _release_rank(history: History, g: int, p: int, m: int, acceptable_lag: int)
 
 def _warm_target(
     history: History, g: int, p: int, room: Mapping[int, int], acceptable_lag: int
-) -> tuple[int | None, int | None]:
+) -> int | None:
     ranked = history.warm.get((g, p))
     if ranked:
         former = history.former.get((g, p), ())
         for lag, m in ranked:
             if lag <= acceptable_lag and m in former and room.get(m, 0) > 0:
-                return m, lag  # a restarted owner takes its task back
+                return m  # a restarted owner takes its task back
         for lag, m in ranked:
             if lag > acceptable_lag:
                 break
             if room.get(m, 0) > 0:
-                return m, lag
-        return None, None
+                return m
+        return None
     # nobody reported offsets: a previous standby holder is the best we know
     for m in history.standby_holders.get((g, p), ()):
         if room.get(m, 0) > 0:
-            return m, None
-    return None, None
-
-
-def _move(
-    group: TaskGroup,
-    p: int,
-    source: int | None,
-    target: int,
-    members: Sequence[MemberState],
-    history: History,
-    warm: bool,
-    lag: int | None,
-) -> Move:
-    task = (group.index, p)
-    if source is not None:
-        reason = f"{members[source].id} held more than its balanced share of {group.name}"
-    elif task in history.contested:
-        reason = "conflicting claims of the same generation were dropped"
-    else:
-        reason = "its previous owner is gone"
-    return Move(
-        group=group.index,
-        partition=p,
-        source=members[source].id if source is not None else None,
-        target=members[target].id,
-        reason=reason,
-        warm=warm,
-        lag=lag,
-    )
+            return m
+    return None

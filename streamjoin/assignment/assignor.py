@@ -5,14 +5,19 @@ no clocks, no randomness. The steps:
 
 1. group topics into tasks (:mod:`.grouping`);
 2. fence previous ownership claims and read changelog lag (:mod:`.fencing`);
-3. compute balanced, sticky active quotas per group and member (:mod:`.quotas`);
-4. place actives: keep, then warm, then the remaining room (:mod:`.actives`);
-5. place standbys the same way, off the active's host and rack (:mod:`.standbys`);
-6. give every subscriber all partitions of the global changelogs.
+3. compute balanced, sticky active quotas per group and member (:mod:`.quotas`),
+   where a task with a warm-up counts as its warm-up holder's;
+4. place the target owners: keep, then warm, then the remaining room (:mod:`.actives`);
+5. settle the actual owners: a task whose target is not caught up stays on a
+   caught-up member and the target gets a warm-up replica (:mod:`.warmups`);
+6. place standbys: racks first, then balanced and sticky, off the active's
+   host and never on the warm-up's member (:mod:`.standbys`);
+7. give every subscriber all partitions of the global changelogs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Sequence
 
@@ -28,8 +33,10 @@ from streamjoin.assignment.model import (
     Move,
     TaskGroup,
 )
+from streamjoin.assignment.moves import actual_moves
 from streamjoin.assignment.quotas import Demand, balanced_quotas
 from streamjoin.assignment.standbys import place_standbys
+from streamjoin.assignment.warmups import settle
 
 __all__ = ["assign"]
 
@@ -52,8 +59,14 @@ def _assign(state: GroupState) -> Assignment:
                 f"member id {a.id!r} appears twice; every member needs a unique id"
             )
     groups = build_groups(state, members)
-    history = read_history(members, groups)
+    actual = read_history(members, groups)
+    # the target is sticky to warm-ups: a task with one counts as its holder's
+    sticky = tuple(list(o) for o in actual.owner)
+    for (gi, p), holder in actual.warmup_holder.items():
+        sticky[gi][p] = holder
+    history = dataclasses.replace(actual, owner=sticky)
     capacities = [m.capacity for m in members]
+    lag = state.acceptable_recovery_lag
 
     previous_counts: list[dict[int, int]] = []
     for prev in history.owner:
@@ -63,30 +76,33 @@ def _assign(state: GroupState) -> Assignment:
                 counts[m] = counts.get(m, 0) + 1
         previous_counts.append(counts)
     demands = [
-        Demand(g.partitions, g.eligible, previous_counts[g.index], _warm_orphans(g, history, state))
+        Demand(g.partitions, g.eligible, previous_counts[g.index], _warm_orphans(g, history, lag))
         for g in groups
     ]
     active_quotas = balanced_quotas(demands, capacities)
-    owners, moves = place_actives(
-        groups, active_quotas.quotas, history, members, state.acceptable_recovery_lag
-    )
+    targets = place_actives(groups, active_quotas.quotas, history, lag)
+    settled = settle(groups, targets, actual, members, lag, state.max_warmup_replicas)
+    owners = settled.owners
     standbys, standby_relaxed = place_standbys(
-        groups, owners, history, members, state.standby_replicas, capacities
+        groups, owners, settled.warmups, actual, members, state.standby_replicas, capacities
     )
-    result = _render(state, members, groups, owners, standbys)
-    owned = history.owned
-    kept = sum(
-        sum(1 for now, before in zip(new, prev, strict=True) if now == before)
-        for new, prev in zip(owners, history.owner, strict=True)
-    )
-    minimum = owned - sum(
+    result = _render(state, members, groups, owners, standbys, settled.warmups)
+    minimum = history.owned - sum(
         min(count, active_quotas.quotas[gi].get(m, 0))
         for gi, counts in enumerate(previous_counts)
         for m, count in counts.items()
     )
+    moves = actual_moves(groups, owners, actual, members, lag)
     generation = max((m.generation for m in members if m.generation is not None), default=0) + 1
-    stats = _stats(groups, owners, standbys, members, history, moves, kept, minimum)
-    stats["relaxed_balance"] = active_quotas.relaxed or standby_relaxed
+    stats = _stats(groups, owners, standbys, members, actual, moves)
+    stats.update(_target_stats(groups, targets, history, members, minimum))
+    stats.update(
+        warmups=sum(len(w) - w.count(-1) for w in settled.warmups),
+        cold_activations=settled.cold,
+        warm_activations=settled.warm,
+        held_back=settled.held_back,
+        relaxed_balance=active_quotas.relaxed or standby_relaxed,
+    )
     return Assignment(
         members=result,
         generation=generation,
@@ -96,7 +112,7 @@ def _assign(state: GroupState) -> Assignment:
     )
 
 
-def _warm_orphans(group: TaskGroup, history: History, state: GroupState) -> dict[int, int]:
+def _warm_orphans(group: TaskGroup, history: History, acceptable_lag: int) -> dict[int, int]:
     """Member -> tasks of ``group`` without an owner that it could take over warm."""
     preferred: dict[int, int] = {}
     if not group.stateful:
@@ -107,7 +123,7 @@ def _warm_orphans(group: TaskGroup, history: History, state: GroupState) -> dict
         ranked = history.warm.get((group.index, p))
         if ranked:
             lag, m = ranked[0]
-            if lag <= state.acceptable_recovery_lag:
+            if lag <= acceptable_lag:
                 preferred[m] = preferred.get(m, 0) + 1
             continue
         holders = history.standby_holders.get((group.index, p), ())
@@ -122,10 +138,12 @@ def _render(
     groups: Sequence[TaskGroup],
     owners: Sequence[Sequence[int]],
     standbys: Sequence[Sequence[tuple[int, ...]]],
+    warmups: Sequence[Sequence[int]],
 ) -> dict[str, MemberAssignment]:
     actives: list[dict[str, tuple[int, ...]]] = [{} for _ in members]
     backups: list[dict[str, tuple[int, ...]]] = [{} for _ in members]
-    for group, owner, spare in zip(groups, owners, standbys, strict=True):
+    warming: list[dict[str, tuple[int, ...]]] = [{} for _ in members]
+    for group, owner, spare, warmup in zip(groups, owners, standbys, warmups, strict=True):
         mine: dict[int, list[int]] = {}
         for p, m in enumerate(owner):
             mine.setdefault(m, []).append(p)
@@ -143,6 +161,14 @@ def _render(
                 frozen = tuple(parts)
                 for topic in group.changelogs:
                     backups[m][topic] = frozen
+            restoring: dict[int, list[int]] = {}
+            for p, m in enumerate(warmup):
+                if m >= 0:
+                    restoring.setdefault(m, []).append(p)
+            for m, parts in restoring.items():
+                frozen = tuple(parts)
+                for topic in group.changelogs:
+                    warming[m][topic] = frozen
     for topic in sorted(state.global_changelogs):
         everything = tuple(range(state.topics[topic]))
         for m, member in enumerate(members):
@@ -150,7 +176,9 @@ def _render(
                 actives[m][topic] = everything
     return {
         member.id: MemberAssignment(
-            actives=dict(sorted(actives[m].items())), standbys=dict(sorted(backups[m].items()))
+            actives=dict(sorted(actives[m].items())),
+            standbys=dict(sorted(backups[m].items())),
+            warmups=dict(sorted(warming[m].items())),
         )
         for m, member in enumerate(members)
     }
@@ -167,8 +195,6 @@ def _stats(
     members: Sequence[MemberState],
     history: History,
     moves: Sequence[Move],
-    kept: int,
-    minimum: int,
 ) -> dict[str, object]:
     n = len(members)
     total = [0] * n
@@ -189,6 +215,10 @@ def _stats(
                     standby_total[m] += 1
             standby_group_spread = max(standby_group_spread, _spread(list(s_counts.values())))
     tasks = sum(g.partitions for g in groups)
+    kept = sum(
+        sum(1 for now, before in zip(new, prev, strict=True) if now == before)
+        for new, prev in zip(owners, history.owner, strict=True)
+    )
     return {
         "members": n,
         "groups": len(groups),
@@ -202,8 +232,35 @@ def _stats(
         "previously_owned": history.owned,
         "kept": kept,
         "moved": history.owned - kept,
-        "minimum_moves": minimum,
         "warm_promotions": sum(1 for mv in moves if mv.warm),
         "contested": len(history.contested),
         "fenced_claims": history.fenced,
+    }
+
+
+def _target_stats(
+    groups: Sequence[TaskGroup],
+    targets: Sequence[Sequence[int]],
+    history: History,
+    members: Sequence[MemberState],
+    minimum: int,
+) -> dict[str, object]:
+    """Balance and moves of the target (previous owners: warm-up holders count as owners)."""
+    total = [0] * len(members)
+    group_spread = 0
+    for group, target in zip(groups, targets, strict=True):
+        counts = dict.fromkeys(group.eligible, 0)
+        for m in target:
+            counts[m] += 1
+            total[m] += 1
+        group_spread = max(group_spread, _spread(list(counts.values())))
+    kept = sum(
+        sum(1 for now, before in zip(new, prev, strict=True) if now == before)
+        for new, prev in zip(targets, history.owner, strict=True)
+    )
+    return {
+        "target_active_spread": _spread(total),
+        "target_active_spread_per_group": group_spread,
+        "target_moved": history.owned - kept,
+        "minimum_moves": minimum,
     }

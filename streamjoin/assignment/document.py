@@ -26,11 +26,23 @@ _TOP_KEYS = frozenset(
         "global_changelogs",
         "standby_replicas",
         "acceptable_recovery_lag",
+        "max_warmup_replicas",
         "members",
     }
 )
 _MEMBER_KEYS = frozenset(
-    {"id", "topics", "host", "rack", "capacity", "generation", "actives", "standbys", "offsets"}
+    {
+        "id",
+        "topics",
+        "host",
+        "rack",
+        "capacity",
+        "generation",
+        "actives",
+        "standbys",
+        "warmups",
+        "offsets",
+    }
 )
 
 
@@ -167,6 +179,7 @@ def _member(value: Any, where: str, topics: Mapping[str, int]) -> MemberState:
         actives=_partitions(doc.get("actives", {}), f"{where}.actives", topics),
         standbys=_partitions(doc.get("standbys", {}), f"{where}.standbys", topics),
         offsets=_offsets(doc.get("offsets", {}), f"{where}.offsets", topics),
+        warmups=_partitions(doc.get("warmups", {}), f"{where}.warmups", topics),
     )
 
 
@@ -211,6 +224,11 @@ def parse_group_state(doc: Any) -> GroupState:
         acceptable_recovery_lag=_int(
             root.get("acceptable_recovery_lag", 10_000), "acceptable_recovery_lag", 0
         ),
+        max_warmup_replicas=(
+            None
+            if root.get("max_warmup_replicas") is None
+            else _int(root["max_warmup_replicas"], "max_warmup_replicas", 0)
+        ),
     )
 
 
@@ -227,6 +245,7 @@ def render_assignment(result: Assignment) -> dict[str, Any]:
             member_id: {
                 "actives": {t: list(p) for t, p in owned.actives.items()},
                 "standbys": {t: list(p) for t, p in owned.standbys.items()},
+                "warmups": {t: list(p) for t, p in owned.warmups.items()},
             }
             for member_id, owned in result.members.items()
         },

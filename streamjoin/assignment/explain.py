@@ -1,4 +1,4 @@
-"""A readable account of an assignment: what moved, why, and summary figures."""
+"""A readable account of an assignment: what moved, why, warm-ups, and summary figures."""
 
 from __future__ import annotations
 
@@ -30,6 +30,22 @@ def explain(result: Assignment) -> str:
             )
     else:
         lines.append("moves: none")
+    warming = [
+        (member_id, topic, parts)
+        for member_id, owned in sorted(result.members.items())
+        for topic, parts in sorted(owned.warmups.items())
+    ]
+    changelogs = {t: g for g in result.groups for t in g.changelogs}
+    shown = set()
+    if warming:
+        lines.append("warm-ups (the task stays on a caught-up member until they catch up):")
+        for member_id, topic, parts in warming:
+            group = changelogs[topic]
+            if (member_id, group.index) in shown:
+                continue  # a warm-up covers every changelog of its task: one line
+            shown.add((member_id, group.index))
+            listed = ", ".join(str(p) for p in parts)
+            lines.append(f"  {member_id}: {group.name}[{listed}]")
     s = result.stats
     lines += [
         "summary:",
@@ -38,11 +54,20 @@ def explain(result: Assignment) -> str:
         f"  active spread: total {s['active_spread']}, worst group {s['active_spread_per_group']}",
         f"  standby spread: total {s['standby_spread']}, "
         f"worst group {s['standby_spread_per_group']}",
-        f"  previously owned {s['previously_owned']}: kept {s['kept']}, moved {s['moved']} "
+        f"  previously owned {s['previously_owned']}: kept {s['kept']}, moved {s['moved']}",
+        f"  target: spread total {s['target_active_spread']}, worst group "
+        f"{s['target_active_spread_per_group']}; moves {s['target_moved']} "
         f"(minimum for a balanced assignment: {s['minimum_moves']})",
+        f"  activations: {s['warm_activations']} warm, {s['cold_activations']} cold; "
+        f"warm-ups {s['warmups']}, held back {s['held_back']}",
         f"  warm promotions {s['warm_promotions']}; contested tasks {s['contested']}; "
         f"fenced claims {s['fenced_claims']}",
     ]
+    if s["held_back"]:
+        lines.append(
+            "  note: held back tasks stay on a caught-up member without a warm-up "
+            "(max_warmup_replicas reached, or no caught-up member off the target's host)"
+        )
     if s.get("relaxed_balance"):
         lines.append("  note: host/rack constraints forced a standby count off its balanced share")
     return "\n".join(lines)

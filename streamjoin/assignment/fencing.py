@@ -37,6 +37,8 @@ class History:
     #: task -> members whose claim lost to a newer generation (former owners,
     #: e.g. a worker that restarted after its tasks moved on), sorted
     former: Mapping[Task, tuple[int, ...]] = field(default_factory=dict)
+    #: task -> the member holding its warm-up replica in the latest generation
+    warmup_holder: Mapping[Task, int] = field(default_factory=dict)
 
     @property
     def owned(self) -> int:
@@ -61,8 +63,33 @@ def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) ->
     former: dict[Task, list[int]] = {}
     fenced = 0
     standby_holders: dict[Task, list[int]] = {}
+    changelog_group = {t: g for g in groups for t in g.changelogs}
+    reporters: dict[Task, list[int]] = {}
+    latest = max((m.generation for m in members if m.generation is not None), default=None)
+    warmups: dict[Task, list[int]] = {}
     for m, member in enumerate(members):
+        for topic, offsets in member.offsets.items():
+            reported_group = changelog_group.get(topic)
+            if reported_group is None or m not in eligible_sets[reported_group.index]:
+                continue
+            gi, limit = reported_group.index, reported_group.partitions
+            for p in offsets:
+                if 0 <= p < limit:
+                    entry = reporters.setdefault((gi, p), [])
+                    if not entry or entry[-1] != m:
+                        entry.append(m)
         gen = member.generation
+        if gen is not None and gen == latest:
+            # warm-ups count only from the latest assignment: an older one is stale
+            for topic, partitions in member.warmups.items():
+                warm_group = changelog_group.get(topic)
+                if warm_group is None or m not in eligible_sets[warm_group.index]:
+                    continue
+                for p in partitions:
+                    if 0 <= p < warm_group.partitions:
+                        entry = warmups.setdefault((warm_group.index, p), [])
+                        if not entry or entry[-1] != m:
+                            entry.append(m)
         if gen is not None:
             claimed: dict[int, set[int]] = {}
             for topic, partitions in member.actives.items():
@@ -121,35 +148,33 @@ def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) ->
     return History(
         owner=owner,
         standby_holders=holders,
-        warm=Lags(members, groups, owner, holders, formers),
+        warm=Lags(members, groups, reporters),
         contested=frozenset(contested),
         fenced=fenced,
         former=formers,
+        # two members claiming one warm-up of the same generation: neither counts
+        warmup_holder={t: ms[0] for t, ms in sorted(warmups.items()) if len(ms) == 1},
     )
 
 
 class Lags:
-    """Per-task changelog lag of the members known to hold the task's state.
+    """Per-task changelog lag of the eligible members that hold the task's state.
 
-    Candidates are the task's standby holders, its former owners (claims
-    fenced by a newer generation) and its previous owner; a candidate counts
-    when it reported offsets for every changelog of the task. lag = sum over
-    the task's changelogs of (best reported offset - own offset).
+    A member counts when it reported offsets for every changelog partition of
+    the task. lag = sum over the task's changelogs of (best reported offset -
+    own offset). A member is *caught up* when its lag is at most the group's
+    ``acceptable_recovery_lag``.
     """
 
     def __init__(
         self,
         members: Sequence[MemberState],
         groups: Sequence[TaskGroup],
-        owner: Sequence[Sequence[int]],
-        holders: Mapping[Task, Sequence[int]],
-        former: Mapping[Task, Sequence[int]],
+        reporters: Mapping[Task, Sequence[int]],
     ) -> None:
         self._members = members
         self._groups = groups
-        self._owner = owner
-        self._holders = holders
-        self._former = former
+        self._reporters = reporters
         self._cache: dict[Task, tuple[tuple[int, int], ...] | None] = {}
 
     def get(
@@ -162,18 +187,17 @@ class Lags:
             found = self._cache[task] = self._compute(task)
         return default if found is None else found
 
+    def of(self, task: Task) -> dict[int, int]:
+        """Member -> lag of every member that reported offsets for all of the task."""
+        return {m: lag for lag, m in self.get(task) or ()}
+
     def _compute(self, task: Task) -> tuple[tuple[int, int], ...] | None:
         gi, p = task
         topics = self._groups[gi].changelogs
         if not topics:
             return None
-        candidates = set(self._holders.get(task, ()))
-        candidates.update(self._former.get(task, ()))
-        previous = self._owner[gi][p]
-        if previous >= 0:
-            candidates.add(previous)
         reported: list[tuple[int, list[int]]] = []
-        for m in sorted(candidates):
+        for m in self._reporters.get(task, ()):
             offsets = self._members[m].offsets
             own = [offsets.get(t, {}).get(p) for t in topics]
             if all(o is not None for o in own):

@@ -42,6 +42,8 @@ class MemberState:
     actives: TopicPartitions = field(default_factory=dict)
     standbys: TopicPartitions = field(default_factory=dict)
     offsets: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
+    #: warm-up replicas it was given by the assignment of ``generation``
+    warmups: TopicPartitions = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,9 @@ class GroupState:
     global_changelogs: frozenset[str] = frozenset()
     standby_replicas: int = 0
     acceptable_recovery_lag: int = 10_000
+    #: warm-up replicas the whole group may hold at once; ``None``: no cap;
+    #: 0: no warm-ups (a task moves to its target at once, cold if need be)
+    max_warmup_replicas: int | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,9 @@ class MemberAssignment:
 
     actives: TopicPartitions
     standbys: TopicPartitions
+    #: changelog partitions restored here while the task stays active on a
+    #: caught-up member; the task moves here once they catch up
+    warmups: TopicPartitions = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,13 @@
 """Place standby replicas of stateful tasks.
 
-Each stateful task gets ``min(standby_replicas, eligible - 1)`` standbys,
-never on its active's member or host, on distinct hosts, spread over racks
-when the eligible members span several. Counts are balanced with the same
-quota rounding as actives (per group and in total); members keep standbys
+Each stateful task gets ``standby_replicas`` standbys, as far as members on
+distinct hosts allow: never on its active's member or host, never on the
+member holding its warm-up, each on its own host. Rack safety comes first:
+a task's copies (active + standbys) span ``min(1 + standbys, 1 + other
+racks)`` racks, where the other racks are those with such a member on a host
+other than the active's. Counts are then balanced with the same quota
+rounding as actives (per group and in total) as far as that allows (a rack
+that must take more than its quota sets ``relaxed``); members keep standbys
 they already hold (sticky, warm) before new ones are handed out.
 """
 
@@ -24,6 +28,7 @@ _SEARCH_DEPTH = 32  # candidates examined for a fresh rack before settling
 def place_standbys(
     groups: Sequence[TaskGroup],
     owners: Sequence[Sequence[int]],
+    warmups: Sequence[Sequence[int]],
     history: History,
     members: Sequence[MemberState],
     replicas: int,
@@ -33,35 +38,40 @@ def place_standbys(
     hosts = [m.host for m in members]
     racks = [m.rack for m in members]
     wanted: list[list[int]] = []
+    spans: list[list[int]] = []
     demands: list[Demand] = []
-    for group, owner in zip(groups, owners, strict=True):
+    for group, owner, warmup in zip(groups, owners, warmups, strict=True):
         if not group.stateful or replicas <= 0 or len(group.eligible) < 2:
             wanted.append([0] * group.partitions)
+            spans.append([1] * group.partitions)
             demands.append(Demand(0, group.eligible, {}))
             continue
-        per_host: dict[str, int] = {}
-        for m in group.eligible:
-            per_host[hosts[m]] = per_host.get(hosts[m], 0) + 1
-        k = min(replicas, len(group.eligible) - 1)
-        counts = [min(k, len(group.eligible) - per_host[hosts[o]]) for o in owner]
-        # a standby on a distinct host each: no more than the other hosts
-        counts = [min(c, len(per_host) - 1) for c in counts]
+        layout = _Layout(group.eligible, hosts, racks)
+        counts: list[int] = []
+        span: list[int] = []
+        for o, w in zip(owner, warmup, strict=True):
+            count = min(replicas, layout.other_hosts(o, w))
+            counts.append(count)
+            span.append(min(1 + count, 1 + layout.other_racks(o, w)))
         previous: dict[int, int] = {}
         for p, o in enumerate(owner):
             for m in history.standby_holders.get((group.index, p), ()):
-                if hosts[m] != hosts[o]:
+                if hosts[m] != hosts[o] and m != warmup[p]:
                     previous[m] = previous.get(m, 0) + 1
         wanted.append(counts)
+        spans.append(span)
         demands.append(Demand(sum(counts), group.eligible, previous))
     result = balanced_quotas(demands, capacities)
     relaxed = result.relaxed
 
     placed: list[list[tuple[int, ...]]] = []
-    for group, owner, counts, quota in zip(groups, owners, wanted, result.quotas, strict=True):
+    for group, owner, warmup, counts, span, quota in zip(
+        groups, owners, warmups, wanted, spans, result.quotas, strict=True
+    ):
         if not any(counts):
             placed.append([() for _ in range(group.partitions)])
             continue
-        room = dict(quota)
+        rooms = _Rooms(quota, group.eligible, racks)
         chosen: list[list[int]] = [[] for _ in range(group.partitions)]
         # 1. sticky: keep standbys members hold (or have state for): a fresh
         #    rack first, then the most caught up
@@ -78,52 +88,160 @@ def place_standbys(
             for m in former.get((gi, p), ()):
                 if m != o and m not in candidates:
                     candidates.append(m)
+            if warmup[p] in candidates:
+                candidates.remove(warmup[p])
             if not candidates:
                 continue
             if len(candidates) > 1:
-                # a fresh rack first, then the most caught up
                 lag = {m: i for i, (_, m) in enumerate(warm.get((gi, p)) or ())}
                 far = len(lag)
                 candidates.sort(
                     key=lambda m, o=o: (racks[m] == racks[o], lag.get(m, far), m)  # type: ignore[misc]
                 )
             mine = chosen[p]
+            used_racks = {racks[o]}
             for m in candidates:
                 if len(mine) >= counts[p]:
                     break
-                if room.get(m, 0) > 0 and _fits(m, o, mine, hosts):
+                if rooms.room.get(m, 0) <= 0 or not _fits(m, o, mine, hosts):
+                    continue
+                fresh = racks[m] not in used_racks
+                # an old rack only while enough slots stay for the racks still needed
+                if fresh or counts[p] - len(mine) > span[p] - len(used_racks):
                     mine.append(m)
-                    room[m] -= 1
-        # 2. fill: most remaining room first, preferring racks not yet used
-        heap = [(-r, m, m) for m, r in sorted(room.items()) if r > 0]
-        heapq.heapify(heap)
-        seq = len(members)
-        # one owner's tasks in a row: the rotating heap hands their standbys to
-        # different members, so a failed member's tasks spread over many
-        # standby holders (and can all be promoted warm)
+                    used_racks.add(racks[m])
+                    rooms.take(m)
+        # 2. fill: racks the task still needs first (over quota if need be),
+        #    then the most remaining room
         for p in sorted(range(group.partitions), key=owner.__getitem__):
-            o = owner[p]
+            o, w = owner[p], warmup[p]
             while len(chosen[p]) < counts[p]:
-                pick = _pick(heap, o, chosen[p], hosts, racks, room)
+                used_racks = {racks[o], *(racks[c] for c in chosen[p])}
+                need_rack = len(used_racks) < span[p]
+                pick = _pick(rooms, o, w, chosen[p], hosts, racks, not need_rack)
+                if pick is None and need_rack:
+                    used_hosts = {hosts[o], *(hosts[c] for c in chosen[p])}
+                    pick = rooms.fresh_rack(used_racks, used_hosts, w, hosts)
+                    if pick is not None and rooms.room[pick] <= 0:
+                        relaxed = True
                 if pick is None:
-                    freed = _swap(p, owner, chosen, hosts, room)
+                    freed = _swap(p, owner, warmup, chosen, hosts, rooms)
                     if freed is not None:
-                        if room[freed] > 0:
-                            seq += 1
-                            heapq.heappush(heap, (-room[freed], seq, freed))
                         continue
-                if pick is None:
                     relaxed = True
-                    pick = _least_loaded(group, o, chosen[p], hosts, room)
+                    pick = _least_loaded(group, o, w, chosen[p], hosts, rooms.room)
                     if pick is None:
                         break
                 chosen[p].append(pick)
-                room[pick] = room.get(pick, 0) - 1
-                if room[pick] > 0:
-                    seq += 1
-                    heapq.heappush(heap, (-room[pick], seq, pick))
+                rooms.take(pick)
         placed.append([tuple(sorted(c)) for c in chosen])
     return placed, relaxed
+
+
+class _Layout:
+    """Where a group's eligible members are: hosts and racks, for per-task limits."""
+
+    def __init__(
+        self, eligible: Sequence[int], hosts: Sequence[str], racks: Sequence[str | None]
+    ) -> None:
+        self.hosts, self.racks = hosts, racks
+        self.per_host: dict[str, int] = {}
+        self.per_rack: dict[str | None, int] = {}
+        self.per_rack_host: dict[tuple[str | None, str], int] = {}
+        self.racks_of_host: dict[str, set[str | None]] = {}
+        for m in eligible:
+            h, r = hosts[m], racks[m]
+            self.per_host[h] = self.per_host.get(h, 0) + 1
+            self.per_rack[r] = self.per_rack.get(r, 0) + 1
+            self.per_rack_host[(r, h)] = self.per_rack_host.get((r, h), 0) + 1
+            self.racks_of_host.setdefault(h, set()).add(r)
+
+    def other_hosts(self, owner: int, warmup: int) -> int:
+        """Hosts other than the active's with a member that is neither active nor warm-up."""
+        n = len(self.per_host) - 1
+        if warmup >= 0:
+            h = self.hosts[warmup]
+            if h != self.hosts[owner] and self.per_host[h] == 1:
+                n -= 1
+        return n
+
+    def other_racks(self, owner: int, warmup: int) -> int:
+        """Racks other than the active's with such a member on a host other than the active's."""
+        home, rack = self.hosts[owner], self.racks[owner]
+        suspects = set(self.racks_of_host[home])
+        if warmup >= 0:
+            suspects.add(self.racks[warmup])
+        suspects.discard(rack)
+        n = len(self.per_rack) - 1
+        for r in suspects:
+            left = self.per_rack[r] - self.per_rack_host.get((r, home), 0)
+            if warmup >= 0 and self.racks[warmup] == r and self.hosts[warmup] != home:
+                left -= 1
+            if left <= 0:
+                n -= 1
+        return n
+
+
+class _Rooms:
+    """Standby room left per member: one heap over members with room, one per rack."""
+
+    def __init__(
+        self, quota: Mapping[int, int], eligible: Sequence[int], racks: Sequence[str | None]
+    ) -> None:
+        self.room: dict[int, int] = {m: quota.get(m, 0) for m in eligible}
+        self.racks = racks
+        self.seq = 0
+        self.heap: list[tuple[int, int, int]] = [
+            (-r, m, m) for m, r in sorted(self.room.items()) if r > 0
+        ]
+        heapq.heapify(self.heap)
+        self.by_rack: dict[str | None, list[tuple[int, int, int]]] = {}
+        for m, r in sorted(self.room.items()):
+            self.by_rack.setdefault(racks[m], []).append((-r, m, m))
+        for entries in self.by_rack.values():
+            heapq.heapify(entries)
+        self.seq = len(racks)
+
+    def take(self, m: int) -> None:
+        self.room[m] = self.room.get(m, 0) - 1
+        self.seq += 1
+        entry = (-self.room[m], self.seq, m)
+        if self.room[m] > 0:
+            heapq.heappush(self.heap, entry)
+        heapq.heappush(self.by_rack.setdefault(self.racks[m], []), entry)
+
+    def give(self, m: int) -> None:
+        self.room[m] = self.room.get(m, 0) + 1
+        self.seq += 1
+        entry = (-self.room[m], self.seq, m)
+        if self.room[m] > 0:
+            heapq.heappush(self.heap, entry)
+        heapq.heappush(self.by_rack.setdefault(self.racks[m], []), entry)
+
+    def fresh_rack(
+        self, used_racks: set[str | None], used_hosts: set[str], warmup: int, hosts: Sequence[str]
+    ) -> int | None:
+        """The member with the most room (over quota if need be) on a rack not used yet."""
+        best: tuple[int, int] | None = None
+        for rack in sorted(self.by_rack, key=lambda r: (r is None, r or "")):
+            if rack in used_racks:
+                continue
+            heap = self.by_rack[rack]
+            skipped: list[tuple[int, int, int]] = []
+            while heap and len(skipped) < _SEARCH_DEPTH:
+                entry = heapq.heappop(heap)
+                m = entry[2]
+                if self.room.get(m) != -entry[0]:
+                    continue  # stale
+                skipped.append(entry)
+                if hosts[m] not in used_hosts and m != warmup:
+                    key = (entry[0], m)
+                    if best is None or key < best:
+                        best = key
+                    break
+            for entry in skipped:
+                heapq.heappush(heap, entry)
+        return best[1] if best is not None else None
 
 
 def _fits(m: int, owner: int, chosen: Sequence[int], hosts: Sequence[str]) -> bool:
@@ -132,13 +250,16 @@ def _fits(m: int, owner: int, chosen: Sequence[int], hosts: Sequence[str]) -> bo
 
 
 def _pick(
-    heap: list[tuple[int, int, int]],
+    rooms: _Rooms,
     owner: int,
+    warmup: int,
     chosen: Sequence[int],
     hosts: Sequence[str],
     racks: Sequence[str | None],
-    room: Mapping[int, int],
+    any_rack: bool,
 ) -> int | None:
+    """The member with the most room, a fresh rack first (only a fresh one unless ``any_rack``)."""
+    heap, room = rooms.heap, rooms.room
     used_hosts = {hosts[owner], *(hosts[c] for c in chosen)}
     used_racks = {racks[owner], *(racks[c] for c in chosen)}
     skipped: list[tuple[int, int, int]] = []
@@ -147,15 +268,15 @@ def _pick(
     while heap and len(skipped) < _SEARCH_DEPTH:
         entry = heapq.heappop(heap)
         m = entry[2]
-        if room.get(m, 0) != -entry[0]:  # stale
+        if room.get(m, 0) != -entry[0] or -entry[0] <= 0:  # stale
             continue
-        if hosts[m] in used_hosts or m in chosen:
+        if hosts[m] in used_hosts or m in chosen or m == warmup:
             skipped.append(entry)
             continue
         if racks[m] not in used_racks:
             pick = entry
             break
-        if fallback is None:
+        if fallback is None and any_rack:
             fallback = entry
         else:
             skipped.append(entry)
@@ -171,9 +292,10 @@ def _pick(
 def _swap(
     p: int,
     owner: Sequence[int],
+    warmup: Sequence[int],
     chosen: list[list[int]],
     hosts: Sequence[str],
-    room: dict[int, int],
+    rooms: _Rooms,
 ) -> int | None:
     """Free a member for task ``p`` when only disallowed members have room.
 
@@ -181,7 +303,7 @@ def _swap(
     that a member ``y`` with room may replace ``x`` on ``q``: then ``y`` takes
     ``q`` and ``x`` takes ``p``. Counts stay within the quotas. Returns ``y``.
     """
-    spare = sorted(m for m, r in room.items() if r > 0)
+    spare = sorted(m for m, r in rooms.room.items() if r > 0)
     if not spare:
         return None
     blocked = {hosts[owner[p]], *(hosts[c] for c in chosen[p])}
@@ -190,14 +312,14 @@ def _swap(
             continue
         q_hosts = {hosts[owner[q]], *(hosts[c] for c in holders)}
         for i, x in enumerate(holders):
-            if hosts[x] in blocked:
+            if hosts[x] in blocked or x == warmup[p]:
                 continue
             for y in spare:
-                if hosts[y] in q_hosts:
+                if hosts[y] in q_hosts or y == warmup[q]:
                     continue
                 holders[i] = y
                 chosen[p].append(x)
-                room[y] -= 1
+                rooms.take(y)
                 return y
     return None
 
@@ -205,6 +327,7 @@ def _swap(
 def _least_loaded(
     group: TaskGroup,
     owner: int,
+    warmup: int,
     chosen: Sequence[int],
     hosts: Sequence[str],
     room: Mapping[int, int],
@@ -213,7 +336,7 @@ def _least_loaded(
     used_hosts = {hosts[owner], *(hosts[c] for c in chosen)}
     best: tuple[int, int] | None = None
     for m in group.eligible:
-        if hosts[m] in used_hosts:
+        if hosts[m] in used_hosts or m == warmup:
             continue
         key = (-room.get(m, 0), m)
         if best is None or key < best:

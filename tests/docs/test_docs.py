@@ -410,7 +410,7 @@ def test_group_state_example_assigns_and_output_keys_match() -> None:
     assert set(result) == set(output)
     assert set(result["stats"]) == set(output["stats"])  # type: ignore[arg-type]
     owned = result["assignment"]["worker-1"]
-    assert set(owned) == {"actives", "standbys"}
+    assert set(owned) == {"actives", "standbys", "warmups"}
     # worker-1 claims 0 and 1 with a generation and is the only member: it keeps them
     assert {0, 1} <= set(owned["actives"]["impressions"])
     assert result["generation"] == 8

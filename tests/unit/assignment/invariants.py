@@ -117,7 +117,7 @@ def check_balanced(
 
 
 def fenced_previous(doc: Doc, groups: list[dict[str, Any]]) -> dict[tuple[int, int], str]:
-    """Previous owner of every task after generation fencing."""
+    """Previous owner of every task after generation fencing (the actual owners)."""
     claims: dict[tuple[int, int], list[tuple[int, str]]] = defaultdict(list)
     for m in doc["members"]:
         if m.get("generation") is None:
@@ -140,9 +140,49 @@ def fenced_previous(doc: Doc, groups: list[dict[str, Any]]) -> dict[tuple[int, i
     return owner
 
 
+def warmup_claims(doc: Doc, groups: list[dict[str, Any]]) -> dict[tuple[int, int], str]:
+    """Warm-up holder of every task in the latest generation (one claimant only)."""
+    gens = [m["generation"] for m in doc["members"] if m.get("generation") is not None]
+    if not gens:
+        return {}
+    latest = max(gens)
+    claims: dict[tuple[int, int], set[str]] = defaultdict(set)
+    for m in doc["members"]:
+        if m.get("generation") != latest:
+            continue
+        for gi, g in enumerate(groups):
+            if m["id"] not in g["eligible"]:
+                continue
+            for t in g["changelogs"]:
+                for p in m.get("warmups", {}).get(t, []):
+                    if p < g["partitions"]:
+                        claims[(gi, p)].add(m["id"])
+    return {task: next(iter(ms)) for task, ms in claims.items() if len(ms) == 1}
+
+
+def sticky_previous(doc: Doc, groups: list[dict[str, Any]]) -> dict[tuple[int, int], str]:
+    """The target's previous owners: a task with a warm-up counts as its holder's."""
+    return {**fenced_previous(doc, groups), **warmup_claims(doc, groups)}
+
+
+def lags(doc: Doc, g: dict[str, Any], p: int) -> dict[str, int]:
+    """Member -> lag on task ``p`` of ``g``, for eligible members reporting every changelog."""
+    own: dict[str, list[int]] = {}
+    for m in doc["members"]:
+        if m["id"] not in g["eligible"]:
+            continue
+        offsets = [m.get("offsets", {}).get(t, {}).get(str(p)) for t in g["changelogs"]]
+        if g["changelogs"] and all(o is not None for o in offsets):
+            own[m["id"]] = offsets
+    if not own:
+        return {}
+    best = [max(o[i] for o in own.values()) for i in range(len(g["changelogs"]))]
+    return {mid: sum(b - o for b, o in zip(best, offs, strict=True)) for mid, offs in own.items()}
+
+
 def minimum_moves(doc: Doc, groups: list[dict[str, Any]]) -> int:
-    """Fewest owner changes any balanced assignment needs (min-cost flow, networkx)."""
-    prev = fenced_previous(doc, groups)
+    """Fewest owner changes any balanced target needs (min-cost flow, networkx)."""
+    prev = sticky_previous(doc, groups)
     held: dict[tuple[int, str], int] = defaultdict(int)
     for (gi, _), m in prev.items():
         held[(gi, m)] += 1
@@ -179,20 +219,69 @@ def minimum_moves(doc: Doc, groups: list[dict[str, Any]]) -> int:
 
 
 def moves(doc: Doc, groups: list[dict[str, Any]], owners: list[list[str]]) -> int:
-    prev = fenced_previous(doc, groups)
+    """Target moves from the sticky previous owners."""
+    prev = sticky_previous(doc, groups)
     return sum(1 for (gi, p), m in prev.items() if owners[gi][p] != m)
 
 
+def warmups_of(out: Doc, groups: list[dict[str, Any]]) -> list[list[str | None]]:
+    """The warm-up holder of every task (None: no warm-up); one per task, all changelogs."""
+    result: list[list[str | None]] = []
+    for g in groups:
+        row: list[str | None] = []
+        for p in range(g["partitions"]):
+            holders = sorted(
+                mid
+                for mid, a in out["assignment"].items()
+                if any(p in a.get("warmups", {}).get(t, []) for t in g["changelogs"])
+            )
+            assert len(holders) <= 1, f"task {g['topics']}[{p}] has warm-ups on {holders}"
+            for mid in holders:
+                for t in g["changelogs"]:
+                    assert p in out["assignment"][mid]["warmups"].get(t, []), (
+                        "a warm-up must cover all changelogs of its task"
+                    )
+            row.append(holders[0] if holders else None)
+        result.append(row)
+    return result
+
+
+def targets_of(owners: list[list[str]], warmups: list[list[str | None]]) -> list[list[str]]:
+    """The target assignment: where each task is headed (its warm-up, else its active)."""
+    return [
+        [w if w is not None else o for o, w in zip(row, wrow, strict=True)]
+        for row, wrow in zip(owners, warmups, strict=True)
+    ]
+
+
 def check_all(doc: Doc, out: Doc) -> list[list[str]]:
-    """Check invariants 1-4 and the standby rules; return the owners."""
+    """Check invariants 1-5b and the standby rules; return the owners."""
     groups = task_groups(doc)
     members = {m["id"]: m for m in doc["members"]}
     assert set(out["assignment"]) == set(members)
     owners = owners_of(doc, out, groups)
-    counts = [dict(collections_count(o)) for o in owners]
-    check_balanced(doc, groups, counts, [g["partitions"] for g in groups])
-    assert moves(doc, groups, owners) == minimum_moves(doc, groups)
-    check_standbys(doc, out, groups, owners)
+    warmups = warmups_of(out, groups)
+    stats = out["stats"]
+    check_warm_first(doc, groups, owners, warmups)
+    if stats["held_back"] == 0:
+        # H3: the target is balanced and moves the minimum
+        targets = targets_of(owners, warmups)
+        counts = [dict(collections_count(o)) for o in targets]
+        check_balanced(doc, groups, counts, [g["partitions"] for g in groups])
+        assert moves(doc, groups, targets) == minimum_moves(doc, groups)
+        if stats["warmups"] == 0:
+            assert owners == targets
+    else:
+        hosts = {m.get("host", m["id"]) for m in doc["members"]}
+        cap = doc.get("max_warmup_replicas")
+        assert cap is not None or len(hosts) < len(members), (
+            "a task held back without a cap or shared hosts"
+        )
+    cap = doc.get("max_warmup_replicas")
+    assert stats["warmups"] == sum(1 for row in warmups for w in row if w is not None)
+    if cap is not None:
+        assert stats["warmups"] <= cap
+    check_standbys(doc, out, groups, owners, warmups)
     for topic in doc.get("global_changelogs", []):
         for mid, m in members.items():
             if topic in m["topics"]:
@@ -207,11 +296,43 @@ def collections_count(items: list[str]) -> dict[str, int]:
     return out
 
 
-def check_standbys(
-    doc: Doc, out: Doc, groups: list[dict[str, Any]], owners: list[list[str]]
+def check_warm_first(
+    doc: Doc,
+    groups: list[dict[str, Any]],
+    owners: list[list[str]],
+    warmups: list[list[str | None]],
 ) -> None:
+    """H1/H2: active on a caught-up member whenever one exists; warm-ups where they belong."""
     members = {m["id"]: m for m in doc["members"]}
     host = {mid: m.get("host", mid) for mid, m in members.items()}
+    acceptable = doc.get("acceptable_recovery_lag", 10_000)
+    cap = doc.get("max_warmup_replicas")
+    for gi, g in enumerate(groups):
+        for p in range(g["partitions"]):
+            owner, warmup = owners[gi][p], warmups[gi][p]
+            if not g["changelogs"]:
+                assert warmup is None
+                continue
+            lag = lags(doc, g, p)
+            caught = {m for m, x in lag.items() if x <= acceptable}
+            if caught and cap != 0:
+                assert owner in caught, f"task {gi}/{p} cold on {owner}; caught up: {caught}"
+            if warmup is not None:
+                assert warmup != owner and host[warmup] != host[owner]
+                assert warmup not in caught, "a warm-up on a member that is caught up"
+
+
+def check_standbys(
+    doc: Doc,
+    out: Doc,
+    groups: list[dict[str, Any]],
+    owners: list[list[str]],
+    warmups: list[list[str | None]],
+) -> None:
+    """Standby counts, hosts, and H5: copies span as many racks as the members allow."""
+    members = {m["id"]: m for m in doc["members"]}
+    host = {mid: m.get("host", mid) for mid, m in members.items()}
+    rack = {mid: m.get("rack") for mid, m in members.items()}
     replicas = doc.get("standby_replicas", 0)
     for gi, g in enumerate(groups):
         for p in range(g["partitions"]):
@@ -228,32 +349,47 @@ def check_standbys(
             if not g["changelogs"]:
                 assert holders == []
                 continue
-            other_hosts = {host[m] for m in g["eligible"]} - {host[owner]}
-            expected = min(replicas, len(g["eligible"]) - 1, len(other_hosts))
+            warmup = warmups[gi][p]
+            others = [m for m in g["eligible"] if m not in (owner, warmup)]
+            other_hosts = {host[m] for m in others} - {host[owner]}
+            expected = min(replicas, len(other_hosts))
             assert len(holders) == expected, f"task {gi}/{p}: {holders}, expected {expected}"
-            assert owner not in holders
+            assert owner not in holders and warmup not in holders
             assert host[owner] not in {host[h] for h in holders}, "standby on the active's host"
             assert len({host[h] for h in holders}) == len(holders), "two standbys on one host"
             for h in holders:
                 assert h in g["eligible"]
+            # H5: rack safety before balance
+            spanned = {rack[owner], *(rack[h] for h in holders)}
+            reachable = _most_racks(owner, others, len(holders), host, rack)
+            assert len(spanned) >= reachable, (
+                f"task {gi}/{p}: copies on racks {sorted(map(str, spanned))}, "
+                f"{reachable} reachable"
+            )
 
 
-def feed_back(doc: Doc, out: Doc) -> Doc:
-    """The state members report after running ``out`` for a while (offsets 100)."""
+def feed_back(doc: Doc, out: Doc, warmup_offset: int = 100) -> Doc:
+    """The state members report after running ``out`` for a while.
+
+    Actives at offset 100, standbys slightly behind (98), warm-ups at
+    ``warmup_offset`` (100: caught up; lower: still restoring).
+    """
     members = []
+    kinds = {"actives": 100, "standbys": 98, "warmups": warmup_offset}
     for m in doc["members"]:
         owned = out["assignment"][m["id"]]
         offsets: dict[str, dict[str, int]] = {}
-        for kind in ("actives", "standbys"):
-            for t, parts in owned[kind].items():
+        for kind, at in kinds.items():
+            for t, parts in owned.get(kind, {}).items():
                 if t in doc.get("changelogs", []):
-                    offsets.setdefault(t, {}).update({str(p): 100 for p in parts})
+                    offsets.setdefault(t, {}).update({str(p): at for p in parts})
         members.append(
             dict(
                 m,
                 generation=out["generation"],
                 actives=owned["actives"],
                 standbys=owned["standbys"],
+                warmups=owned.get("warmups", {}),
                 offsets=offsets,
             )
         )
@@ -271,3 +407,15 @@ def ad_join_doc(members: int = 8, **extra: Any) -> Doc:
         "members": [{"id": f"w{i}", "topics": sorted(topics)} for i in range(members)],
         **extra,
     }
+
+
+def _most_racks(
+    owner: str, others: list[str], count: int, host: dict[str, str], rack: dict[str, Any]
+) -> int:
+    """Most distinct racks an active plus ``count`` standbys can span (brute force)."""
+    allowed = [m for m in others if host[m] != host[owner]]
+    best = 1
+    for combo in itertools.combinations(allowed, count):
+        if len({host[m] for m in combo}) == count:
+            best = max(best, len({rack[owner], *(rack[m] for m in combo)}))
+    return best

@@ -15,7 +15,9 @@ from invariants import (
     minimum_moves,
     moves,
     owners_of,
+    targets_of,
     task_groups,
+    warmups_of,
 )
 
 from streamjoin.assignment import assign_document
@@ -57,7 +59,8 @@ def group_states(draw: st.DrawFn) -> Doc:
             "id": f"w{draw(st.integers(0, 99)):02d}-{i}",
             "topics": subscribed,
             "host": f"h{i % n_hosts}",
-            "rack": f"r{i % n_racks}",
+            # a rack is a property of a host (H5 is exact under that rule)
+            "rack": f"r{(i % n_hosts) % n_racks}",
             "capacity": 1 if uniform_caps else draw(st.integers(1, 3)),
         }
         if draw(st.booleans()):
@@ -127,6 +130,22 @@ def test_member_order_does_not_matter(doc: Doc, rnd: random.Random) -> None:
 @given(group_states())
 def test_reassigning_a_stable_assignment_moves_nothing(doc: Doc) -> None:
     out = assign_document(doc)
+    # H4: once warm-ups report caught up, their tasks move to them. Tasks held
+    # back (no warm-up possible on a shared host) may take a round more.
+    for _ in range(6):
+        again = feed_back(doc, out)
+        nxt = assign_document(again)
+        check_all(again, nxt)
+        for mid, owned in out["assignment"].items():
+            for t, parts in owned["warmups"].items():
+                assert set(parts) <= set(nxt["assignment"][mid]["actives"][t])
+                assert not set(parts) & set(nxt["assignment"][mid]["warmups"].get(t, []))
+        settled = out["stats"]["warmups"] == 0 and nxt["stats"]["moved"] == 0
+        doc, out = again, nxt
+        if settled:
+            break
+    else:
+        raise AssertionError("the assignment never settled")
     again = feed_back(doc, out)
     second = assign_document(again)
     assert second["stats"]["moved"] == 0
@@ -211,7 +230,8 @@ def test_churn_keeps_every_invariant_every_round() -> None:
 
 
 def test_moves_equal_the_minimum_on_a_joining_member() -> None:
-    """faust issue #93: a 9th member must get its share, with the fewest moves."""
+    """faust issue #93: a 9th member must get its share, with the fewest moves,
+    first as warm-ups (H2), then as actives once they caught up (H4)."""
     doc = ad_join_doc()
     topics = doc["topics"]
     out = assign_document(doc)
@@ -220,9 +240,54 @@ def test_moves_equal_the_minimum_on_a_joining_member() -> None:
     second = assign_document(nxt)
     groups = task_groups(nxt)
     owners = owners_of(nxt, second, groups)
-    assert owners[0].count("w8") == 7  # 64 / 9 -> 7 or 8, and 8 members already at 8
-    assert moves(nxt, groups, owners) == minimum_moves(nxt, groups) == 7
+    targets = targets_of(owners, warmups_of(second, groups))
+    assert owners[0].count("w8") == 0, "a task started cold although its owner is warm"
+    assert targets[0].count("w8") == 7  # 64 / 9 -> 7 or 8, and 8 members already at 8
+    assert second["stats"]["warmups"] == 7 and second["stats"]["moved"] == 0
+    assert moves(nxt, groups, targets) == minimum_moves(nxt, groups) == 7
     check_all(nxt, second)
+    # the warm-ups catch up: the follow-up rebalance moves exactly those tasks
+    third_doc = feed_back(nxt, second)
+    third = assign_document(third_doc)
+    assert owners_of(third_doc, third, groups)[0] == targets[0]
+    assert third["stats"]["warmups"] == 0 and third["stats"]["moved"] == 7
+    assert third["stats"]["warm_activations"] == 7 and third["stats"]["cold_activations"] == 0
+    assert third["stats"]["active_spread_per_group"] == 1
+    check_all(third_doc, third)
+
+
+def test_no_warmups_moves_cold_at_once() -> None:
+    """max_warmup_replicas 0: today's behaviour, the joining member's share moves at once."""
+    doc = ad_join_doc(max_warmup_replicas=0)
+    out = assign_document(doc)
+    nxt = feed_back(doc, out)
+    nxt["members"].append({"id": "w8", "topics": sorted(doc["topics"])})
+    second = assign_document(nxt)
+    groups = task_groups(nxt)
+    assert owners_of(nxt, second, groups)[0].count("w8") == 7
+    assert second["stats"]["warmups"] == 0 and second["stats"]["cold_activations"] == 7
+    check_all(nxt, second)
+
+
+def test_the_warmup_cap_holds_back_the_rest() -> None:
+    """max_warmup_replicas 3: three warm-ups per round, the rest stays put, then converges."""
+    doc = ad_join_doc(max_warmup_replicas=3)
+    out = assign_document(doc)
+    doc = feed_back(doc, out)
+    doc["members"].append({"id": "w8", "topics": sorted(doc["topics"])})
+    groups = task_groups(doc)
+    for round_ in range(1, 5):
+        out = assign_document(doc)
+        check_all(doc, out)
+        owners = owners_of(doc, out, groups)
+        assert out["stats"]["cold_activations"] == 0
+        # its warm-ups (and standbys that caught up) become actives; never more
+        # than three restore at once
+        assert owners[0].count("w8") >= min(7, 3 * (round_ - 1))
+        assert out["stats"]["warmups"] <= 3
+        doc = feed_back(doc, out)
+    assert out["stats"]["warmups"] == 0
+    assert out["stats"]["active_spread_per_group"] == 1
 
 
 def test_output_is_json_serialisable() -> None:

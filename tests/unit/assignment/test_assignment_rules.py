@@ -132,10 +132,15 @@ def test_orphaned_tasks_go_to_the_most_caught_up_standby() -> None:
         acceptable_recovery_lag=50,
     )
     out = assign_document(doc)
-    # quotas: 3 each; b keeps 3,4 and has room for one, c keeps 5 and has room for two
-    assert _owned(out, "b") == [1, 3, 4]  # task 1: b has lag 0, c lag 60 (> 50)
-    assert _owned(out, "c") == [0, 2, 5]  # task 0: c lag 0; task 2: b full, c cold-ish
-    assert out["stats"]["warm_promotions"] == 2
+    # target quotas: 3 each; b keeps 3,4 and has room for one, c keeps 5 and
+    # has room for two: task 1 -> b (lag 0, c lag 60 > 50), task 0 -> c (lag 0)
+    # and task 2 -> c, where c has lag 90: b (lag 0) runs it meanwhile and c
+    # gets a warm-up of it
+    assert _owned(out, "b") == [1, 2, 3, 4]
+    assert _owned(out, "c") == [0, 5]
+    assert out["assignment"]["c"]["warmups"] == {"imp-changelog": [2]}
+    assert out["stats"]["warm_promotions"] == 3
+    assert out["stats"]["cold_activations"] == 0
 
 
 def test_standbys_avoid_the_active_host_and_spread_over_racks() -> None:
@@ -315,3 +320,38 @@ def test_declared_count_problems_name_topic_both_counts_and_the_fix() -> None:
     assert [(p.topic, p.declared, p.actual) for p in problems] == [("c", 6, 5)]
     assert "'c' has 5 partitions on the broker but the app declares 6" in str(problems[0])
     assert "Fix:" in str(problems[0])
+
+
+def test_a_standby_goes_to_another_rack_before_standby_counts_are_even() -> None:
+    """H5: racks r1 = {a, c}, r2 = {b}: every task's standby is on the other rack
+    from its active, although b then holds more standbys than its share."""
+    doc = _doc(
+        _member("a", rack="r1"),
+        _member("b", rack="r2"),
+        _member("c", rack="r1"),
+        standby_replicas=1,
+    )
+    out = assign_document(doc)
+    rack = {"a": "r1", "b": "r2", "c": "r1"}
+    for p in range(JOIN["imp"]):
+        (owner,) = [m for m in rack if p in _owned(out, m)]
+        (standby,) = [
+            m for m in rack if p in out["assignment"][m]["standbys"].get("imp-changelog", [])
+        ]
+        assert rack[standby] != rack[owner], f"task {p}: {owner} and {standby} share a rack"
+    assert out["stats"]["relaxed_balance"] is True
+
+
+def test_a_joining_member_gets_warmups_not_cold_actives() -> None:
+    """H1/H2: b joins next to a caught-up a: every task stays on a, b warms up half."""
+    offsets = {"imp-changelog": {str(p): 500 for p in range(JOIN["imp"])}}
+    every = list(range(JOIN["imp"]))
+    doc = _doc(
+        _member("a", generation=1, actives={"imp": every, "clk": every}, offsets=offsets),
+        _member("b"),
+    )
+    out = assign_document(doc)
+    assert _owned(out, "a") == every and _owned(out, "b") == []
+    assert len(out["assignment"]["b"]["warmups"]["imp-changelog"]) == JOIN["imp"] // 2
+    assert out["stats"]["target_active_spread"] == 0
+    assert out["stats"]["cold_activations"] == 0 and out["stats"]["moved"] == 0
