@@ -140,9 +140,21 @@ class JoinTask:
         return mark is not None and db is self.state.db and (db.get(offset_key),) == mark
 
     def resume(self, now_ms: int) -> None:
-        """Make a parked task live again; its inputs count as silent from *now_ms*,
-        as after :meth:`open` (the rebalance paused them)."""
+        """Make a parked task live again, as :meth:`open` would leave it.
+
+        Its inputs count as silent from *now_ms* (the rebalance paused them)
+        and none is idle any more: the consumer started again from the
+        committed offset, so an input must be seen caught up and silent again
+        (a reopened task forgets idleness the same way: it is not stored).
+        Making an input active never raises the decision time, so the logic
+        emits nothing here.
+        """
         self.parked_at = None
+        logic = self.logic
+        for side in sorted(self.idle):
+            if logic is not None:
+                logic.set_idle(side, False)
+        self.idle.clear()
         for side in SIDES:
             self.last_record_ms[side] = now_ms
 

@@ -8,6 +8,7 @@ database under them is the one they left.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import rocksdict
 
@@ -73,3 +74,19 @@ def test_a_task_parked_before_its_first_changelog_write_resumes(tmp_path: Path) 
     task.resume(5)
     assert task.last_record_ms == {LEFT: 5, RIGHT: 5}
     assert task.parked_at is None and not task.can_resume(db, OFFSET_KEY)
+
+
+def test_a_resumed_task_forgets_idleness_as_a_reopened_one_does(tmp_path: Path) -> None:
+    """The consumer starts again from the committed offset: an input idle before
+    the rebalance must be seen caught up and silent again before it counts as
+    idle (a record arriving meanwhile on the other input decides nothing)."""
+    db = _db(tmp_path / "db")
+    task = _opened(db, left=0, right=0)
+    logic: Any = task.logic
+    assert logic.set_idle(LEFT, True) == []
+    task.idle.add(LEFT)
+    task.park()
+    task.mark_parked(db, OFFSET_KEY)
+    task.resume(9)
+    assert task.idle == set()
+    assert logic.logic.marks.idle == set()
