@@ -483,3 +483,71 @@ def test_impressions_fetched_after_all_their_clicks_are_not_late(ads: AdRun) -> 
     assert late == [], f"{len(late)} on-time records dead-lettered as late"
     _check_against_reference(outcomes, reference)
     assert len(reference) > 100
+
+
+def _joins_page(port: int) -> dict[str, Any] | None:
+    """``GET /streamjoin/joins/`` of the worker at *port*, ``None`` until it answers."""
+    import urllib.request
+
+    url = f"http://127.0.0.1:{port}/streamjoin/joins/"
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback only
+    try:
+        with opener.open(url, timeout=2) as response:
+            return json.loads(response.read())  # type: ignore[no-any-return]
+    except (OSError, ValueError):
+        return None
+
+
+def test_a_task_that_stays_on_its_worker_across_a_rebalance_is_not_reopened(
+    ads: AdRun,
+) -> None:
+    """w1 runs every task; w2 joins mid-stream. The tasks w1 keeps go on with
+    their open state and indexes (opened once, never again), the ones it gives
+    away are closed, and every click still gets exactly one outcome, the
+    reference's. Warm-ups are off (``max_warmup_replicas`` 0), so w2 takes its
+    share at once."""
+    from streamjoin.dev.broker import free_port
+
+    events = list(generate(ads.config(malformed_rate=0.0, impressions=4_000)))
+    chunks = [events[i : i + 300] for i in range(0, len(events), 300)]
+    ports = {name: free_port() for name in ("w1", "w2")}
+    started = {}
+    for name, port in ports.items():
+        web = ("--with-web", "--web-port", str(port), "--web-bind", "127.0.0.1")
+        started[name] = ads.worker(name, *web)
+        started[name].env["STREAMJOIN_MAX_WARMUP_REPLICAS"] = "0"
+    first, second = started["w1"], started["w2"]
+    first.start().wait_for_log(r"Worker\]: Ready", timeout=90)
+
+    def stats(name: str) -> dict[str, Any] | None:
+        page = _joins_page(ports[name])
+        return None if page is None else page["billing"]["stats"]  # type: ignore[no-any-return]
+
+    # a steady stream (pauses shorter than max_idle_ms): w2 joins in the middle
+    rebalanced = r"join billing: rebalance keeps tasks (\[[\d, ]*\]) open, closes (\[[\d, ]*\])"
+    for n, chunk in enumerate(chunks):
+        ads.produce(chunk)
+        if n == 3:
+            opened = lambda: (stats("w1") or {}).get("tasks_opened") == PARTITIONS  # noqa: E731
+            wait_until(opened, 30, "w1's tasks")
+            second.start()
+        time.sleep(0.5)
+    first.wait_for_log(rebalanced, timeout=60)
+    outcomes = ads.wait_for_outcomes(timeout=180)
+    _check_against_reference(outcomes, ads.reference())
+
+    page = _joins_page(ports["w1"])
+    assert page is not None
+    last = re.search(rebalanced, first.wait_for_log(rebalanced, timeout=1)[-1])
+    assert last is not None
+    kept, closed = json.loads(last.group(1)), json.loads(last.group(2))
+    assert sorted(kept + closed) == list(range(PARTITIONS)), last.group(0)
+    assert {int(p) for p in page["billing"]["tasks"]} <= set(kept), page["billing"]["tasks"]
+    w1 = page["billing"]["stats"]
+    # opened once each at the start, never again: the kept ones went on
+    assert w1["tasks_opened"] == PARTITIONS, w1
+    assert w1["tasks_kept"] >= 1, w1
+    assert "opened again" not in first.log_text()
+    w2 = stats("w2")
+    assert w2 is not None and w2["tasks_opened"] >= len(closed), w2
+    assert first.running() and second.running()
