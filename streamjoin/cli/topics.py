@@ -25,8 +25,7 @@ def topics_command() -> None:
     "-b",
     "--broker",
     metavar="URL",
-    help="Broker URL(s), e.g. kafka://127.0.0.1:9092, comma-separated "
-    "(default: the app's).",
+    help="Broker URL(s), e.g. kafka://127.0.0.1:9092, comma-separated (default: the app's).",
 )
 @click.option(
     "--timeout", type=float, default=15.0, show_default=True, help="Seconds to wait for the broker."

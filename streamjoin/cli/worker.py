@@ -175,6 +175,16 @@ _FILE = click.Path(dir_okay=False, path_type=Path)
     help="Largest changelog lag (records) at which a standby counts as warm (default 10000).",
 )
 @click.option(
+    "--max-warmup-replicas",
+    type=click.IntRange(0, None),
+    envvar="STREAMJOIN_MAX_WARMUP_REPLICAS",
+    show_envvar=True,
+    help=(
+        "Warm-up replicas the whole group may restore at once when this worker leads "
+        "(default: no cap; 0: move tasks at once, cold if need be)."
+    ),
+)
+@click.option(
     "--security-protocol",
     type=click.Choice(SECURITY_PROTOCOLS, case_sensitive=False),
     metavar=f"[{'|'.join(SECURITY_PROTOCOLS)}]",
@@ -249,6 +259,7 @@ def worker_command(
     instance_id: str | None,
     capacity: int | None,
     recovery_lag: int | None,
+    max_warmup_replicas: int | None,
     security_protocol: str | None,
     sasl_mechanism: str | None,
     sasl_username: str | None,
@@ -300,6 +311,7 @@ def worker_command(
         instance_id=instance_id,
         capacity=capacity,
         recovery_lag=recovery_lag,
+        max_warmup_replicas=max_warmup_replicas,
         security=security,
     )
     try:

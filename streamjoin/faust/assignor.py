@@ -33,20 +33,14 @@ from faust.types.assignor import HostToPartitionMap, PartitionAssignorT
 from faust.types.tuples import TP
 from yarl import URL
 
-from streamjoin._gc import gc_paused
-from streamjoin.assignment import assign
-from streamjoin.assignment.errors import AssignmentError
 from streamjoin.faust.assign_hooks import observed_assignment
+from streamjoin.faust.assign_leader import lead
 from streamjoin.faust.member_file import MemberFile
-from streamjoin.membership.group_state import JoinedMember, build_group_state
 from streamjoin.membership.settings import MemberSettings
-from streamjoin.membership.shares import empty_shares, member_shares
 from streamjoin.membership.userdata import (
     AssignmentInfo,
     MemberInfo,
     decode_assignment,
-    decode_member,
-    encode_assignment,
     encode_member,
 )
 
@@ -70,6 +64,8 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
         self._file: MemberFile | None = None
         self._actives: dict[str, list[int]] = {}
         self._standbys: dict[str, list[int]] = {}
+        self._warmups: dict[str, list[int]] = {}
+        self._warmup_tps: frozenset[TP] = frozenset()
         self._active_tps: frozenset[TP] = frozenset()
         self._standby_tps: frozenset[TP] = frozenset()
         self._topic_groups: dict[str, int] = {}
@@ -104,6 +100,7 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
             actives=member.get("actives", {}),
             standbys=member.get("standbys", {}),
             offsets=self._persisted_offsets(),
+            warmups=member.get("warmups", {}),
         )
         return ConsumerProtocolMemberMetadata(
             self.protocol_version, sorted(topics), encode_member(info)
@@ -126,100 +123,7 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
     def _assign(
         self, cluster: ClusterMetadata, members: Mapping[str, ConsumerProtocolMemberMetadata]
     ) -> dict[str, ConsumerProtocolMemberAssignment]:
-        joined = []
-        for member_id, meta in sorted(members.items()):
-            info = decode_member(meta.user_data)
-            if info is None:
-                logger.warning(
-                    "streamjoin: member %s sent userdata this version cannot read; "
-                    "it joins as a fresh member (no previous tasks, no offsets)",
-                    member_id,
-                )
-            joined.append(JoinedMember(member_id, tuple(meta.subscription), info))
-        topics = sorted({t for meta in members.values() for t in meta.subscription})
-        partitions = {}
-        for topic in topics:
-            count = len(cluster.partitions_for_topic(topic) or ())
-            if count:
-                partitions[topic] = count
-            else:
-                logger.warning("streamjoin: topic %r has no partitions yet; not assigned", topic)
-        tables = list(getattr(self.app.tables, "data", {}).values())
-        changelogs = {t._changelog_topic_name() for t in tables}
-        globals_ = {t._changelog_topic_name() for t in tables if getattr(t, "is_global", False)}
-        state, member_ids = build_group_state(
-            joined,
-            partitions,
-            copartition=getattr(self.app, "copartitioned_topics", ()),
-            changelogs=changelogs - globals_,
-            global_changelogs=globals_,
-            standby_replicas=self.replicas,
-            acceptable_recovery_lag=self.settings.recovery_lag,
-        )
-        if not state.members:
-            return self._nothing_to_assign(joined, topics, partitions, members)
-        try:
-            with gc_paused():
-                result = assign(state)
-        except AssignmentError as exc:
-            logger.error("streamjoin: cannot assign the group, stopping this worker: %s", exc)
-            self._stop_worker(exc)
-            raise
-        # by Kafka member id: two members claiming one stable id keep their own urls
-        urls = {j.member_id: j.info.url for j in joined if j.info is not None}
-        shares = member_shares(
-            result, member_ids, urls, partitions, unrouted=globals_, members=members
-        )
-        out = {
-            member_id: ConsumerProtocolMemberAssignment(
-                self.protocol_version,
-                [(t, list(parts)) for t, parts in share.partitions],
-                encode_assignment(share.info),
-            )
-            for member_id, share in shares.items()
-        }
-        stats = result.stats
-        self.last_assignment = {"generation": result.generation, **dict(stats)}
-        logger.info(
-            "streamjoin: assigned generation %d: %d members, %d tasks, spread %s/%s, "
-            "moved %s (minimum %s), warm promotions %s",
-            result.generation,
-            stats["members"],
-            stats["tasks"],
-            stats["active_spread"],
-            stats["active_spread_per_group"],
-            stats["moved"],
-            stats["minimum_moves"],
-            stats["warm_promotions"],
-        )
-        return out
-
-    def _nothing_to_assign(
-        self,
-        joined: list[JoinedMember],
-        topics: list[str],
-        partitions: Mapping[str, int],
-        members: Mapping[str, ConsumerProtocolMemberMetadata],
-    ) -> dict[str, ConsumerProtocolMemberAssignment]:
-        """No subscribed topic has partitions yet: an empty share for every member.
-
-        The worker stays up; the consumer rebalances when the topics appear.
-        """
-        missing = [topic for topic in topics if topic not in partitions]
-        logger.warning(
-            "streamjoin: nothing to assign: none of the group's topics has partitions yet "
-            "(%s); the group rebalances once they are created",
-            ", ".join(missing) or "no topic subscribed",
-        )
-        generation = max((j.info.generation or 0 for j in joined if j.info), default=0)
-        self.last_assignment = {"generation": generation, "members": 0, "tasks": 0}
-        shares = empty_shares(generation, members)
-        return {
-            member_id: ConsumerProtocolMemberAssignment(
-                self.protocol_version, [], encode_assignment(share.info)
-            )
-            for member_id, share in shares.items()
-        }
+        return lead(self, cluster, members)
 
     def on_assignment(self, assignment: ConsumerProtocolMemberAssignment) -> None:
         """Member: adopt the leader's decision and remember it for the next rebalance."""
@@ -240,8 +144,11 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
             before_s = _tps(member.get("standbys", {}))
         self._actives = {t: list(p) for t, p in info.actives.items()}
         self._standbys = {t: list(p) for t, p in info.standbys.items()}
+        self._warmups = {t: list(p) for t, p in info.warmups.items()}
         self._active_tps = _tps(self._actives)
-        self._standby_tps = _tps(self._standbys)
+        self._warmup_tps = _tps(self._warmups)
+        # warm-ups are restored like standbys (faust's TableManager and ours)
+        self._standby_tps = _tps(self._standbys) | self._warmup_tps
         self._topic_groups = dict(info.groups)
         self._set_distribution(info)
         self._remember(info)
@@ -255,11 +162,13 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
             "standbys": _delta(before_s, self._standby_tps),
             "warm": warm,
             "cold": len(stateful) - warm,
+            "warmups": len(self._warmup_tps),
         }
         a, s = self.last_rebalance["actives"], self.last_rebalance["standbys"]
         logger.info(
             "streamjoin: rebalance generation %d: actives +%d -%d =%d "
-            "(changelog partitions: %d warm, %d cold); standbys +%d -%d =%d",
+            "(changelog partitions: %d warm, %d cold); standbys +%d -%d =%d; "
+            "warm-ups %d changelog partition(s)",
             info.generation,
             a["gained"],
             a["lost"],
@@ -269,6 +178,7 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
             s["gained"],
             s["lost"],
             s["kept"],
+            len(self._warmup_tps),
         )
 
     # -- faust's PartitionAssignorT and router ----------------------------
@@ -287,6 +197,10 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
 
     def is_standby(self, tp: TP) -> bool:
         return tp in self._standby_tps
+
+    def assigned_warmups(self) -> set[TP]:
+        """Changelog partitions restored here as warm-ups (also in ``assigned_standbys``)."""
+        return set(self._warmup_tps)
 
     @property
     def changelog_distribution(self) -> HostToPartitionMap:
@@ -318,6 +232,7 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
             "generation": member.get("generation"),
             "actives": {t: sorted(p) for t, p in sorted(self._actives.items())},
             "standbys": {t: sorted(p) for t, p in sorted(self._standbys.items())},
+            "warmups": {t: sorted(p) for t, p in sorted(self._warmups.items())},
             "last_rebalance": self.last_rebalance,
         }
 

@@ -33,9 +33,9 @@ def topic_problems(
 ) -> list[CopartitioningError | PartitionCountError]:
     """Co-partition groups whose counts differ, then topics (of *topics*, default all
     declared) whose count differs from the app's declaration."""
-    wanted = declared.partitions if topics is None else {
-        t: declared.partitions.get(t) for t in topics
-    }
+    wanted = (
+        declared.partitions if topics is None else {t: declared.partitions.get(t) for t in topics}
+    )
     problems: list[CopartitioningError | PartitionCountError] = []
     problems += copartition_problems(counts, declared.copartition)
     problems += declared_count_problems(wanted, counts)

@@ -21,8 +21,8 @@ logger = logging.getLogger("streamjoin.faust.assignor")
 
 
 class MemberFile:
-    """The member's identity (``id``) and its last ``generation``, ``actives`` and
-    ``standbys``, loaded once and written on every change."""
+    """The member's identity (``id``) and its last ``generation``, ``actives``,
+    ``standbys`` and ``warmups``, loaded once and written on every change."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -59,6 +59,7 @@ class MemberFile:
             generation=info.generation,
             actives={t: sorted(p) for t, p in info.actives.items()},
             standbys={t: sorted(p) for t, p in info.standbys.items()},
+            warmups={t: sorted(p) for t, p in info.warmups.items()},
         )
         self.write()
 

@@ -41,6 +41,7 @@ class ChangelogBook:
             is revoked.
         restore_counts: records applied by the latest active restore, per
             partition.
+        highwater: the latest high watermark a fetch answered, per partition.
     """
 
     def __init__(self, tables: Any) -> None:
@@ -48,6 +49,7 @@ class ChangelogBook:
         self._writers: dict[Any, StoreWriter] = {}
         self.applied: dict[TP, int] = {}
         self.restore_counts: dict[TP, int] = {}
+        self.highwater: dict[TP, int] = {}
 
     def table_for(self, tp: TP) -> Any:
         """The table whose changelog *tp* is."""

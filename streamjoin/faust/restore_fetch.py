@@ -168,9 +168,11 @@ class ChangelogFetcher:
             reporter.maybe_report(self._book.snapshots(progress, ktps, started), force=not pending)
         return True
 
-    async def tail_standbys(self, standbys: set[TP]) -> bool:
+    async def tail_standbys(
+        self, standbys: set[TP], on_round: Callable[[], None] | None = None
+    ) -> bool:
         """Apply the standby (and global table) changelog partitions until the session
-        is stale."""
+        is stale; ``on_round`` is called after every fetch round."""
         rc = self._rc
         ktps = {TopicPartition(tp.topic, tp.partition): tp for tp in standbys}
         rc.assign(sorted(ktps))
@@ -181,6 +183,8 @@ class ChangelogFetcher:
             await self._fetch_and_apply(ktps, self._settings.standby_poll_timeout_ms, no_progress)
             for ktp in sorted(ktps):
                 await self._position(ktp, no_progress)
+            if on_round is not None:
+                on_round()
         return True
 
     async def _seek_start(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
@@ -223,6 +227,8 @@ class ChangelogFetcher:
         """The partition's position, after wiping it if it is beyond the changelog's end."""
         rc = self._rc
         hw = rc.highwater(ktp)
+        if hw is not None:
+            self._book.highwater[TP(ktp.topic, ktp.partition)] = hw
         position: int = await rc.position(ktp)
         if hw is not None and is_beyond_end(position, hw):
             self._book.wipe(ktp, position, hw)

@@ -42,6 +42,7 @@ from mode import Service
 
 from streamjoin.faust.restore_book import ChangelogBook, TaskGate
 from streamjoin.faust.restore_fetch import ChangelogFetcher, RestoreSettings, restore_consumer
+from streamjoin.faust.warmup_watch import WarmupWatch, request_rebalance
 
 __all__ = ["RestoreSettings", "Restorer"]
 
@@ -70,6 +71,7 @@ class Restorer(Service):
         self._global_tps: set[TP] = set()
         self._restored_at: dict[int, float] = {}
         self._generation: int | None = None
+        self.warmups = WarmupWatch(lambda: request_rebalance(self.app))
         super().__init__(**kwargs)
 
     # -- what the TableManager and the assignor read -------------------------
@@ -100,6 +102,37 @@ class Restorer(Service):
             for tp, offset in sorted(applied.items())
             if tps is None or tp in tps
         }
+
+    def changelog_lags(self) -> dict[tuple[str, int], int | None]:
+        """Records each followed partition (standby, warm-up, global table) is behind
+        its changelog's end: high watermark - (applied offset + 1), from the
+        fetches of this process; ``None`` until a fetch answered for it."""
+        applied = dict(self._book.applied)
+        highwater = dict(self._book.highwater)
+        out: dict[tuple[str, int], int | None] = {}
+        for tp in sorted(self._standby_tps | self._global_tps):
+            hw = highwater.get(tp)
+            done = applied.get(tp)
+            key = (tp.topic, tp.partition)
+            out[key] = None if hw is None else max(0, hw - (0 if done is None else done + 1))
+        return out
+
+    def _check_warmups(self) -> None:
+        """After a fetch round: ask for the follow-up rebalance once the warm-ups caught up."""
+        assignor = self.app.assignor
+        read = getattr(assignor, "assigned_warmups", None)
+        warmups = read() if read is not None else set()
+        if not warmups:
+            return
+        lags = self.changelog_lags()
+        tasks: dict[tuple[int, int], list[int | None]] = {}
+        for tp in sorted(warmups):
+            try:
+                group = assignor.group_for_topic(tp.topic)
+            except KeyError:
+                continue
+            tasks.setdefault((group, tp.partition), []).append(lags.get((tp.topic, tp.partition)))
+        self.warmups.check(tasks, assignor.settings.recovery_lag)
 
     def restored_at(self) -> dict[int, float]:
         """Wall-clock time (``time.time()``) each task of this generation became ready."""
@@ -203,7 +236,7 @@ class Restorer(Service):
             async with restore_consumer(
                 self.app.conf, self.settings, self.settings.standby_fetch_max_wait_ms
             ) as rc:
-                await self._fetcher(rc, generation_id).tail_standbys(followed)
+                await self._fetcher(rc, generation_id).tail_standbys(followed, self._check_warmups)
 
     async def _resume_app(
         self, generation_id: int, global_tps: set[TP], actives: set[TP], streams: set[TP]

@@ -13,4 +13,3 @@ class JoinError(StreamjoinError):
 
 class JoinConfigError(JoinError, ConfigurationError):
     """A join window or join declaration is invalid."""
-

@@ -35,6 +35,7 @@ def build_group_state(
     global_changelogs: Iterable[str] = (),
     standby_replicas: int = 0,
     acceptable_recovery_lag: int = 10_000,
+    max_warmup_replicas: int | None = None,
 ) -> tuple[GroupState, dict[str, str]]:
     """Return the group state and a map from stable id to Kafka member id.
 
@@ -66,6 +67,7 @@ def build_group_state(
                     generation=info.generation,
                     actives=_known(info.actives, partitions),
                     standbys=_known(info.standbys, partitions),
+                    warmups=_known(info.warmups, partitions),
                     offsets={t: dict(o) for t, o in info.offsets.items() if t in partitions},
                 )
             )
@@ -83,6 +85,7 @@ def build_group_state(
         global_changelogs=frozenset(t for t in global_changelogs if t in known),
         standby_replicas=standby_replicas,
         acceptable_recovery_lag=acceptable_recovery_lag,
+        max_warmup_replicas=max_warmup_replicas,
     )
     return state, by_stable
 

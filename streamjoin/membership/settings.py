@@ -1,4 +1,5 @@
-"""A member's own assignment settings: identity, host label, rack, capacity, recovery lag.
+"""A member's own assignment settings: identity, host label, rack, capacity, recovery lag,
+and (when it leads) the warm-up cap.
 
 They travel through the app's configuration (``app.conf.streamjoin_member``,
 set by ``streamjoin worker`` from its flags or by :class:`streamjoin.App`).
@@ -25,6 +26,7 @@ ENV_NAMES: dict[str, str] = {
     "rack": "STREAMJOIN_RACK",
     "capacity": "STREAMJOIN_CAPACITY",
     "recovery_lag": "STREAMJOIN_RECOVERY_LAG",
+    "max_warmup_replicas": "STREAMJOIN_MAX_WARMUP_REPLICAS",
 }
 
 
@@ -43,7 +45,11 @@ class MemberSettings:
             task's active (default: the member id; set it to the machine's name).
         rack: rack or zone; a task's copies spread over racks.
         capacity: integer weight of this member's share of tasks (>= 1).
-        recovery_lag: ``acceptable_recovery_lag`` when this member leads (>= 0).
+        recovery_lag: ``acceptable_recovery_lag`` when this member leads (>= 0);
+            also when this member's warm-ups count as caught up.
+        max_warmup_replicas: ``max_warmup_replicas`` when this member leads:
+            warm-ups the whole group may hold at once (``None``: no cap; 0:
+            no warm-ups, tasks move at once, cold if need be).
     """
 
     instance_id: str | None = None
@@ -51,8 +57,14 @@ class MemberSettings:
     rack: str | None = None
     capacity: int = 1
     recovery_lag: int = DEFAULT_RECOVERY_LAG
+    max_warmup_replicas: int | None = None
 
     def __post_init__(self) -> None:
+        cap = self.max_warmup_replicas
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 0):
+            raise MemberSettingsError(
+                f"max warm-up replicas must be an integer >= 0 (or unset), got {cap!r}"
+            )
         if isinstance(self.capacity, bool) or not isinstance(self.capacity, int):
             raise MemberSettingsError(f"capacity must be an integer >= 1, got {self.capacity!r}")
         if self.capacity < 1:
@@ -92,6 +104,9 @@ class MemberSettings:
             rack=text("rack"),
             capacity=number("capacity", 1),
             recovery_lag=number("recovery_lag", DEFAULT_RECOVERY_LAG),
+            max_warmup_replicas=(
+                None if text("max_warmup_replicas") is None else number("max_warmup_replicas", 0)
+            ),
         )
 
     def overridden(
@@ -102,6 +117,7 @@ class MemberSettings:
         rack: str | None = None,
         capacity: int | None = None,
         recovery_lag: int | None = None,
+        max_warmup_replicas: int | None = None,
     ) -> MemberSettings:
         """These settings with every given (not ``None``) value replaced."""
         return replace(
@@ -111,4 +127,7 @@ class MemberSettings:
             rack=self.rack if rack is None else rack,
             capacity=self.capacity if capacity is None else capacity,
             recovery_lag=self.recovery_lag if recovery_lag is None else recovery_lag,
+            max_warmup_replicas=(
+                self.max_warmup_replicas if max_warmup_replicas is None else max_warmup_replicas
+            ),
         )

@@ -2,10 +2,10 @@
 
 Pure: the adapter hands in the assignment, the stable-id → Kafka-member-id map
 and every member's url; it gets back, per Kafka member id, what to tell it
-(:class:`~streamjoin.membership.userdata.AssignmentInfo`: its actives and
-standbys, the routing table of every partition's active, the task groups)
-and the partitions the Kafka protocol hands it (actives and standbys, which
-the consumer fetches alike).
+(:class:`~streamjoin.membership.userdata.AssignmentInfo`: its actives,
+standbys and warm-ups, the routing table of every partition's active, the task groups)
+and the partitions the Kafka protocol hands it (actives, standbys and
+warm-ups, which the consumer fetches alike).
 """
 
 from __future__ import annotations
@@ -74,13 +74,14 @@ def member_shares(
         owned = result.members[mid]
         actives = {t: list(p) for t, p in sorted(owned.actives.items())}
         standbys = {t: list(p) for t, p in sorted(owned.standbys.items())}
+        warmups = {t: list(p) for t, p in sorted(owned.warmups.items())}
         # a global changelog is also every member's standby, as faust's assignor
         # gives it: faust's own TableManager then keeps following it
         for topic in sorted(skip):
             if topic in actives:
                 standbys[topic] = sorted(actives[topic])
         fetched: dict[str, set[int]] = {}
-        for source in (actives, standbys):
+        for source in (actives, standbys, warmups):
             for topic, numbers in source.items():
                 fetched.setdefault(topic, set()).update(numbers)
         shares[kafka_ids[mid]] = MemberShare(
@@ -91,6 +92,7 @@ def member_shares(
                 urls=url_list,
                 routes=frozen_routes,
                 groups=groups,
+                warmups=warmups,
             ),
             tuple((t, tuple(sorted(n))) for t, n in sorted(fetched.items())),
         )

@@ -8,10 +8,12 @@ Subscription userdata (member -> leader), :class:`MemberInfo`:
 
 - version 1: id, url, host, generation, actives.
 - version 2 (current): version 1 plus rack, capacity, standbys and the
-  changelog offsets persisted in the member's local stores.
+  changelog offsets persisted in the member's local stores; optionally the
+  warm-ups it was given (older version-2 readers ignore them).
 
 Assignment userdata (leader -> member), :class:`AssignmentInfo`: the
-generation, the member's own actives and standbys, and a routing table that
+generation, the member's own actives, standbys and warm-ups (optional: older
+readers ignore them and restore nothing extra), and a routing table that
 says which member serves each partition of each table: a list of member urls
 plus, per changelog topic, one url index per partition. Its size grows with
 members + partitions, not members² (faust sends every member every member's
@@ -68,6 +70,8 @@ class MemberInfo:
     offsets: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
     #: the userdata version it was decoded from (or is to be encoded with)
     version: int = MEMBER_VERSION
+    #: warm-up replicas of its last assignment (changelog topic -> partitions)
+    warmups: Partitions = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,8 @@ class AssignmentInfo:
     routes: Mapping[str, tuple[int, ...]]
     #: topic -> index of its task group (faust uses it for transactional ids)
     groups: Mapping[str, int] = field(default_factory=dict)
+    #: changelog partitions to restore as warm-up replicas (followed like standbys)
+    warmups: Partitions = field(default_factory=dict)
 
     def route_map(self) -> dict[str, dict[str, list[int]]]:
         """url -> {topic: [partitions]}: the shape faust's router expects."""
@@ -159,6 +165,8 @@ def encode_member(info: MemberInfo) -> bytes:
                 for topic, offsets in sorted(info.offsets.items())
             },
         )
+        if info.warmups:
+            body["warmups"] = _ranges_map(info.warmups)
     if info.version not in SUPPORTED_MEMBER_VERSIONS:
         raise ValueError(f"cannot encode member userdata version {info.version}")
     return _pack(_MEMBER, info.version, body)
@@ -204,6 +212,7 @@ def decode_member(data: bytes) -> MemberInfo | None:
                     for topic, by_p in offsets_body.items()
                 },
                 version=version,
+                warmups=_parts_map(body.get("warmups", {})),
             )
     except (KeyError, TypeError, ValueError, AttributeError, IndexError):
         return None
@@ -220,6 +229,8 @@ def encode_assignment(info: AssignmentInfo) -> bytes:
         "routes": {topic: list(owners) for topic, owners in sorted(info.routes.items())},
         "groups": dict(sorted(info.groups.items())),
     }
+    if info.warmups:
+        body["warmups"] = _ranges_map(info.warmups)
     return _pack(_ASSIGNMENT, ASSIGNMENT_VERSION, body)
 
 
@@ -245,6 +256,7 @@ def decode_assignment(data: bytes) -> AssignmentInfo | None:
             urls=urls,
             routes=routes,
             groups={str(t): int(g) for t, g in body.get("groups", {}).items()},
+            warmups=_parts_map(body.get("warmups", {})),
         )
     except (KeyError, TypeError, ValueError, AttributeError, IndexError):
         return None

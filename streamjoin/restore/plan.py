@@ -102,4 +102,3 @@ class PartitionProgress(Generic[TPT]):
     def total(self) -> int:
         """Offsets this restore covers (applied plus remaining)."""
         return self.applied + self.remaining()
-

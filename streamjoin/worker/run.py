@@ -61,6 +61,8 @@ class WorkerOptions:
         capacity: integer weight of this worker's share of tasks.
         recovery_lag: largest changelog lag (records) at which a member counts
             as warm (the assignor's ``acceptable_recovery_lag``).
+        max_warmup_replicas: warm-ups the group may hold at once when this
+            worker leads (``None``: no cap; 0: no warm-ups).
         security: how to authenticate to Kafka; the default keeps the app's
             ``broker_credentials``.
     """
@@ -84,6 +86,7 @@ class WorkerOptions:
     instance_id: str | None = None
     capacity: int | None = None
     recovery_lag: int | None = None
+    max_warmup_replicas: int | None = None
     security: KafkaSecurity = field(default_factory=KafkaSecurity)
 
 
@@ -219,9 +222,7 @@ def _export_environment(settings: dict[str, Any]) -> None:
             os.environ[variable] = ";".join(map(str, value)) if name == "broker" else str(value)
 
 
-def configure_app(
-    app: Any, options: WorkerOptions, settings: dict[str, Any] | None = None
-) -> None:
+def configure_app(app: Any, options: WorkerOptions, settings: dict[str, Any] | None = None) -> None:
     """Apply *options* (as :func:`faust_settings` gives them) to ``app.conf``.
 
     Explicit options beat the app's own settings. An app that sets no web
@@ -247,6 +248,7 @@ def configure_app(
         rack=options.rack,
         capacity=options.capacity,
         recovery_lag=options.recovery_lag,
+        max_warmup_replicas=options.max_warmup_replicas,
     )
 
 

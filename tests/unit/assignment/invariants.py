@@ -363,8 +363,7 @@ def check_standbys(
             spanned = {rack[owner], *(rack[h] for h in holders)}
             reachable = _most_racks(owner, others, len(holders), host, rack)
             assert len(spanned) >= reachable, (
-                f"task {gi}/{p}: copies on racks {sorted(map(str, spanned))}, "
-                f"{reachable} reachable"
+                f"task {gi}/{p}: copies on racks {sorted(map(str, spanned))}, {reachable} reachable"
             )
 
 

@@ -138,9 +138,9 @@ def test_reassigning_a_stable_assignment_moves_nothing(doc: Doc) -> None:
         check_all(again, nxt)
         for mid, owned in out["assignment"].items():
             for t, parts in owned["warmups"].items():
-                assert set(parts) <= set(nxt["assignment"][mid]["actives"][t])
+                assert set(parts) <= set(nxt["assignment"][mid]["actives"].get(t, []))
                 assert not set(parts) & set(nxt["assignment"][mid]["warmups"].get(t, []))
-        settled = out["stats"]["warmups"] == 0 and nxt["stats"]["moved"] == 0
+        settled = nxt["stats"]["warmups"] == 0 and nxt["stats"]["moved"] == 0
         doc, out = again, nxt
         if settled:
             break

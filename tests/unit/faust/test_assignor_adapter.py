@@ -59,8 +59,7 @@ def app(tmp_path: Path) -> Iterator[Any]:
 def _members(assignor: PartitionAssignor, topics: list[str], n: int = 2) -> dict[str, Any]:
     meta = assignor.metadata(topics)
     return {
-        f"m{i}": ConsumerProtocolMemberMetadata(1, sorted(topics), meta.user_data)
-        for i in range(n)
+        f"m{i}": ConsumerProtocolMemberMetadata(1, sorted(topics), meta.user_data) for i in range(n)
     }
 
 

@@ -70,9 +70,7 @@ def test_the_protocol_assignment_is_actives_and_standbys_together() -> None:
         assert not set(share.info.actives.get("state-changelog", ())) & set(
             share.info.standbys.get("state-changelog", ())
         )
-    total_standbys = sum(
-        len(s.info.standbys.get("state-changelog", ())) for s in shares.values()
-    )
+    total_standbys = sum(len(s.info.standbys.get("state-changelog", ())) for s in shares.values())
     assert total_standbys == 4
 
 
@@ -137,3 +135,45 @@ def test_a_global_changelog_is_every_members_active_and_standby_as_faust_gives_i
         assert info.actives["global-changelog"] == [0, 1]
         assert info.standbys["global-changelog"] == [0, 1]
         assert dict(shares[member_id].partitions)["global-changelog"] == (0, 1)
+
+
+def test_warmups_reach_the_member_and_its_consumer_fetches_them() -> None:
+    """A fresh member next to a caught-up one: its share is warm-ups, fetched like standbys."""
+    offsets = {"state-changelog": {p: 900 for p in range(4)}}
+    every = {t: [0, 1, 2, 3] for t in ("imp", "clk", "state-changelog")}
+    old = MemberInfo(
+        id="a", url="http://a:1", host="a", generation=3, actives=every, offsets=offsets
+    )
+    joined = [
+        JoinedMember("k-a", tuple(sorted(PARTITIONS)), old),
+        _joined("k-b", "b"),
+    ]
+    state, kafka_ids = build_group_state(
+        joined,
+        PARTITIONS,
+        copartition=[("imp", "clk", "state-changelog")],
+        changelogs=["state-changelog"],
+        global_changelogs=["global-changelog"],
+        max_warmup_replicas=None,
+    )
+    result = assign(state)
+    urls = {j.member_id: j.info.url for j in joined if j.info}
+    shares = member_shares(result, kafka_ids, urls, PARTITIONS, unrouted=["global-changelog"])
+    b = shares["k-b"]
+    assert b.info.actives.get("imp", []) == []
+    assert b.info.warmups == {"state-changelog": [0, 1]} or b.info.warmups == {
+        "state-changelog": [2, 3]
+    }
+    fetched = dict(b.partitions)
+    assert set(b.info.warmups["state-changelog"]) <= set(fetched["state-changelog"])
+    decoded = decode_assignment(encode_assignment(b.info))
+    assert decoded is not None and decoded.warmups == b.info.warmups
+
+
+def test_member_settings_read_the_warmup_cap() -> None:
+    assert MemberSettings.from_env({}).max_warmup_replicas is None
+    assert MemberSettings.from_env({"STREAMJOIN_MAX_WARMUP_REPLICAS": "0"}).max_warmup_replicas == 0
+    with pytest.raises(MemberSettingsError, match="MAX_WARMUP"):
+        MemberSettings.from_env({"STREAMJOIN_MAX_WARMUP_REPLICAS": "many"})
+    with pytest.raises(MemberSettingsError, match="warm-up"):
+        MemberSettings(max_warmup_replicas=-1)

@@ -117,3 +117,23 @@ def test_group_state_uses_stable_ids_and_fresh_members_for_garbage() -> None:
     # worker-1 keeps its claimed tasks, capacity 2 of 4 -> 4 tasks
     assert set(result.members["worker-1"].actives["imp"]) >= {0, 1, 2, 7}
     assert sum(len(m.actives["imp"]) for m in result.members.values()) == 8
+
+
+def test_warmups_round_trip_both_ways_and_stay_optional() -> None:
+    member = MemberInfo(
+        id="w", url="http://w:1", host="w", generation=4, warmups={"imp-changelog": [2, 3]}
+    )
+    assert decode_member(encode_member(member)) == member
+    plain = decode_member(encode_member(INFO))
+    assert plain is not None and plain.warmups == {}
+    info = AssignmentInfo(
+        generation=8,
+        actives={},
+        standbys={},
+        urls=("http://a:1",),
+        routes={"imp-changelog": (0, 0, 0, 0)},
+        warmups={"imp-changelog": [1]},
+    )
+    decoded = decode_assignment(encode_assignment(info))
+    assert decoded is not None and decoded.warmups == {"imp-changelog": [1]}
+    assert decode_assignment(encode_assignment(_assignment())).warmups == {}  # type: ignore[union-attr]

@@ -66,6 +66,13 @@ CASES: dict[str, tuple[str, list[str], str, Any, Any]] = {
     "instance_id": ("i-env", ["--instance-id", "i-flag"], "instance_id", "i-env", "i-flag"),
     "capacity": ("3", ["--capacity", "4"], "capacity", 3, 4),
     "recovery_lag": ("500", ["--recovery-lag", "600"], "recovery_lag", 500, 600),
+    "max_warmup_replicas": (
+        "2",
+        ["--max-warmup-replicas", "0"],
+        "max_warmup_replicas",
+        2,
+        0,
+    ),
     "security_protocol": (
         "sasl_ssl",
         ["--security-protocol", "SSL"],

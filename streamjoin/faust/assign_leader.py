@@ -1,0 +1,138 @@
+"""The group leader's part of :class:`~streamjoin.faust.assignor.PartitionAssignor`.
+
+Decode every member's userdata, build the group state (with this worker's
+``acceptable_recovery_lag`` and ``max_warmup_replicas``), run the pure core,
+encode each member's share, and log the assignment's figures.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from aiokafka.cluster import ClusterMetadata
+from aiokafka.coordinator.protocol import (
+    ConsumerProtocolMemberAssignment,
+    ConsumerProtocolMemberMetadata,
+)
+
+from streamjoin._gc import gc_paused
+from streamjoin.assignment import assign
+from streamjoin.assignment.errors import AssignmentError
+from streamjoin.membership.group_state import JoinedMember, build_group_state
+from streamjoin.membership.shares import empty_shares, member_shares
+from streamjoin.membership.userdata import decode_member, encode_assignment
+
+__all__ = ["lead"]
+
+logger = logging.getLogger("streamjoin.faust.assignor")
+
+
+def lead(
+    assignor: Any, cluster: ClusterMetadata, members: Mapping[str, ConsumerProtocolMemberMetadata]
+) -> dict[str, ConsumerProtocolMemberAssignment]:
+    """Every member's assignment, as the leader (``assignor`` keeps the stats)."""
+    joined = []
+    for member_id, meta in sorted(members.items()):
+        info = decode_member(meta.user_data)
+        if info is None:
+            logger.warning(
+                "streamjoin: member %s sent userdata this version cannot read; "
+                "it joins as a fresh member (no previous tasks, no offsets)",
+                member_id,
+            )
+        joined.append(JoinedMember(member_id, tuple(meta.subscription), info))
+    topics = sorted({t for meta in members.values() for t in meta.subscription})
+    partitions = {}
+    for topic in topics:
+        count = len(cluster.partitions_for_topic(topic) or ())
+        if count:
+            partitions[topic] = count
+        else:
+            logger.warning("streamjoin: topic %r has no partitions yet; not assigned", topic)
+    app = assignor.app
+    tables = list(getattr(app.tables, "data", {}).values())
+    changelogs = {t._changelog_topic_name() for t in tables}
+    globals_ = {t._changelog_topic_name() for t in tables if getattr(t, "is_global", False)}
+    settings = assignor.settings
+    state, member_ids = build_group_state(
+        joined,
+        partitions,
+        copartition=getattr(app, "copartitioned_topics", ()),
+        changelogs=changelogs - globals_,
+        global_changelogs=globals_,
+        standby_replicas=assignor.replicas,
+        acceptable_recovery_lag=settings.recovery_lag,
+        max_warmup_replicas=settings.max_warmup_replicas,
+    )
+    if not state.members:
+        return _nothing_to_assign(assignor, joined, topics, partitions, members)
+    try:
+        with gc_paused():
+            result = assign(state)
+    except AssignmentError as exc:
+        logger.error("streamjoin: cannot assign the group, stopping this worker: %s", exc)
+        assignor._stop_worker(exc)
+        raise
+    # by Kafka member id: two members claiming one stable id keep their own urls
+    urls = {j.member_id: j.info.url for j in joined if j.info is not None}
+    shares = member_shares(result, member_ids, urls, partitions, unrouted=globals_, members=members)
+    out = {
+        member_id: ConsumerProtocolMemberAssignment(
+            assignor.protocol_version,
+            [(t, list(parts)) for t, parts in share.partitions],
+            encode_assignment(share.info),
+        )
+        for member_id, share in shares.items()
+    }
+    stats = result.stats
+    assignor.last_assignment = {"generation": result.generation, **dict(stats)}
+    logger.info(
+        "streamjoin: assigned generation %d: %d members, %d tasks, spread %s/%s "
+        "(target %s/%s), moved %s, target moves %s (minimum %s), activations %s warm "
+        "%s cold, warm-ups %s, held back %s",
+        result.generation,
+        stats["members"],
+        stats["tasks"],
+        stats["active_spread"],
+        stats["active_spread_per_group"],
+        stats["target_active_spread"],
+        stats["target_active_spread_per_group"],
+        stats["moved"],
+        stats["target_moved"],
+        stats["minimum_moves"],
+        stats["warm_activations"],
+        stats["cold_activations"],
+        stats["warmups"],
+        stats["held_back"],
+    )
+    return out
+
+
+def _nothing_to_assign(
+    assignor: Any,
+    joined: list[JoinedMember],
+    topics: list[str],
+    partitions: Mapping[str, int],
+    members: Mapping[str, ConsumerProtocolMemberMetadata],
+) -> dict[str, ConsumerProtocolMemberAssignment]:
+    """No subscribed topic has partitions yet: an empty share for every member.
+
+    The worker stays up; the consumer rebalances when the topics appear.
+    """
+    missing = [topic for topic in topics if topic not in partitions]
+    logger.warning(
+        "streamjoin: nothing to assign: none of the group's topics has partitions yet "
+        "(%s); the group rebalances once they are created",
+        ", ".join(missing) or "no topic subscribed",
+    )
+    generation = max((j.info.generation or 0 for j in joined if j.info), default=0)
+    assignor.last_assignment = {"generation": generation, "members": 0, "tasks": 0}
+    shares = empty_shares(generation, members)
+    return {
+        member_id: ConsumerProtocolMemberAssignment(
+            assignor.protocol_version, [], encode_assignment(share.info)
+        )
+        for member_id, share in shares.items()
+    }
