@@ -9,7 +9,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from streamjoin.ads.demo.timeline import Sample, ownership_intervals, rebalances
+from streamjoin.ads.demo.timeline import (
+    Sample,
+    longest_restoring,
+    ownership_intervals,
+    rebalances,
+    restoring_intervals,
+    warmup_intervals,
+)
 
 __all__ = ["campaign_totals", "write_report"]
 
@@ -85,6 +92,7 @@ def _timeline_chart(
             edgecolor="white",
             height=0.8,
         )
+    _restore_bars(axis, samples, end, colour)
     for t in rebalances(samples):
         axis.axvline(t, color="grey", linestyle=":", linewidth=1)
     top = max(tasks, default=0) + 0.45
@@ -108,11 +116,48 @@ def _timeline_chart(
     axis.set_xlabel("seconds since start (dotted: a task changed owner)")
     axis.set_title("Which worker ran which task")
     handles = [plt.Rectangle((0, 0), 1, 1, color=colour[w]) for w in workers]
-    axis.legend(handles, workers, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8)
+    handles += [
+        plt.Rectangle((0, 0), 1, 1, facecolor="white", edgecolor=RESTORING_COLOUR, hatch="///"),
+        plt.Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="black", hatch="..."),
+    ]
+    labels = [*workers, "restoring (unavailable)", "warm-up (worker's colour)"]
+    axis.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8)
     axis.set_xlim(0, max(end, 1))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+#: edge colour of the hatched bars of restoring tasks
+RESTORING_COLOUR = "#c62828"
+
+
+def _restore_bars(axis: Any, samples: Sequence[Sample], end: float, colour: dict[str, str]) -> None:
+    """Hatched bars over the timeline: a task restoring on its owner (it processes
+    nothing) over the task's bar, a warm-up as a thin bar under it in the
+    colour of the worker warming it up."""
+    for bar in restoring_intervals(samples, end):
+        axis.barh(
+            bar.task,
+            bar.end - bar.start,
+            left=bar.start,
+            color="none",
+            edgecolor=RESTORING_COLOUR,
+            hatch="///",
+            height=0.8,
+            linewidth=0.8,
+        )
+    for bar in warmup_intervals(samples, end):
+        axis.barh(
+            bar.task - 0.3,
+            bar.end - bar.start,
+            left=bar.start,
+            color=colour.get(bar.worker, "grey"),
+            hatch="...",
+            edgecolor="black",
+            linewidth=0.5,
+            height=0.22,
+        )
 
 
 def write_report(
@@ -141,6 +186,15 @@ def write_report(
         for r in rows
     )
     timeline = "".join(f"<li>{t:.1f} s: {html.escape(label)}</li>" for t, label in events)
+    longest = longest_restoring(samples, end)
+    restoring = (
+        "<p>Longest time each task was restoring on its owner (processing nothing), "
+        "to one sampling interval: "
+        + ", ".join(f"task {task} {seconds:.0f} s" for task, seconds in longest.items())
+        + ".</p>"
+        if longest
+        else "<p>No task was seen restoring on its owner.</p>"
+    )
     ok = verdict is not None and verdict.endswith(" 0 differences")
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>streamjoin demo report</title>
@@ -159,6 +213,9 @@ archived events (same window, same rules).</p>
 <th>spend</th><th>CPC</th></tr>{cells}</table>
 <h2>Tasks over time</h2>
 <img src="tasks.png" alt="which worker ran which task" width="1000">
+<p>Hatched red: the task's owner was restoring its state (the task was unavailable);
+thin dotted bars: a worker warming a task's state up while it ran elsewhere.</p>
+{restoring}
 <ul>{timeline}</ul>
 </body></html>
 """

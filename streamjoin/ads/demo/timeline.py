@@ -4,23 +4,45 @@ The demo polls every worker's ``/streamjoin/assignment/`` page; each poll is a
 :class:`Sample`. :func:`ownership_intervals` turns the samples into
 ``(task, worker, start, end)`` bars for the report's timeline chart, and
 :func:`rebalances` lists the moments the owner of any task changed.
+
+A task is *restoring* on a worker that owns it while that worker has not
+finished restoring its state (cold, from the changelog): the task processes
+nothing meanwhile, wherever else its state is. A *warm-up* is a worker
+restoring a task's state while the task keeps running on its owner.
+:func:`restoring_intervals` and :func:`warmup_intervals` give both as bars,
+:func:`longest_restoring` the longest unavailable stretch of each task.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Interval", "Sample", "ownership_intervals", "rebalances"]
+__all__ = [
+    "Interval",
+    "Sample",
+    "longest_restoring",
+    "ownership_intervals",
+    "rebalances",
+    "restoring_intervals",
+    "warmup_intervals",
+]
 
 
 @dataclass(frozen=True)
 class Sample:
-    """At time ``t`` (seconds since the demo started), ``worker`` ran ``tasks``."""
+    """At time ``t`` (seconds since the demo started), ``worker`` ran ``tasks``.
+
+    ``restoring``: those of ``tasks`` whose state the worker was still
+    restoring (not processing yet); ``warmups``: tasks whose state it was
+    warming up while they ran elsewhere.
+    """
 
     t: float
     worker: str
     tasks: tuple[int, ...]
+    restoring: tuple[int, ...] = ()
+    warmups: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -75,3 +97,51 @@ def rebalances(samples: Sequence[Sample]) -> list[float]:
         if owners:
             previous = owners
     return marks
+
+
+def _rounds(samples: Iterable[Sample]) -> list[tuple[float, list[Sample]]]:
+    """Samples grouped by sampling round (equal ``t``), in time order."""
+    rounds: dict[float, list[Sample]] = {}
+    for sample in sorted(samples, key=lambda s: (s.t, s.worker)):
+        rounds.setdefault(sample.t, []).append(sample)
+    return sorted(rounds.items())
+
+
+def _pair_intervals(
+    samples: Iterable[Sample], end: float, pick: Callable[[Sample], Iterable[int]]
+) -> list[Interval]:
+    """Bars of every (task, worker) pair over the rounds in which ``pick`` of the
+    worker's sample lists the task; a worker missing from a round ends its bars."""
+    open_: dict[tuple[int, str], float] = {}
+    out: list[Interval] = []
+    for t, round_ in _rounds(samples):
+        present = {(task, s.worker) for s in round_ for task in pick(s)}
+        for pair in sorted(set(open_) - present):
+            out.append(Interval(pair[0], pair[1], open_.pop(pair), t))
+        for pair in sorted(present - set(open_)):
+            open_[pair] = t
+    for (task, worker), start in sorted(open_.items()):
+        out.append(Interval(task, worker, start, max(end, start)))
+    return sorted(out, key=lambda i: (i.task, i.start, i.worker))
+
+
+def restoring_intervals(samples: Iterable[Sample], end: float) -> list[Interval]:
+    """When each task was owned by a worker still restoring it (unavailable)."""
+    return _pair_intervals(samples, end, lambda s: set(s.restoring) & set(s.tasks))
+
+
+def warmup_intervals(samples: Iterable[Sample], end: float) -> list[Interval]:
+    """When a worker warmed a task's state up while the task ran elsewhere."""
+    return _pair_intervals(samples, end, lambda s: s.warmups)
+
+
+def longest_restoring(samples: Iterable[Sample], end: float) -> dict[int, float]:
+    """Per task that was ever restoring, its longest restoring stretch (seconds).
+
+    Stretches are measured between sampling rounds, so they are accurate to
+    one sampling interval.
+    """
+    longest: dict[int, float] = {}
+    for bar in restoring_intervals(samples, end):
+        longest[bar.task] = max(longest.get(bar.task, 0.0), bar.end - bar.start)
+    return dict(sorted(longest.items()))

@@ -3,7 +3,8 @@
 :func:`sample_workers` polls every running worker's web pages
 (``/streamjoin/assignment/`` and ``/streamjoin/joins/``) into the run's
 :class:`~streamjoin.ads.demo.state.DemoState`; :func:`live_view` prints one
-line per worker (status, tasks, standbys, records processed, restore progress).
+line per worker (status, tasks, standbys, records processed, restore progress,
+the tasks it is restoring and warming up).
 """
 
 from __future__ import annotations
@@ -12,13 +13,13 @@ import json
 import re
 import subprocess
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from streamjoin.ads.demo.state import DemoState, Worker, say
 from streamjoin.ads.demo.timeline import Sample
 
-__all__ = ["INPUT_TOPIC", "live_view", "restore_progress", "sample_workers"]
+__all__ = ["INPUT_TOPIC", "live_view", "restore_progress", "restore_state", "sample_workers"]
 
 #: the topic whose partitions are the tasks shown as a worker's tasks
 INPUT_TOPIC = "impressions"
@@ -45,15 +46,38 @@ def sample_workers(state: DemoState, workers: Sequence[Worker]) -> None:
         except (OSError, ValueError):
             continue
         tasks = tuple(sorted(assignment.get("actives", {}).get(INPUT_TOPIC, [])))
-        state.samples.append(Sample(t, worker.name, tasks))
+        restoring, warmups = restore_state(assignment, tasks)
+        state.samples.append(Sample(t, worker.name, tasks, restoring, warmups))
         billing = joins.get("billing", {})
         standby = assignment.get("standbys", {})
         state.stats[worker.name] = {
             "tasks": tasks,
+            "restoring": restoring,
+            "warmups": warmups,
             "standbys": tuple(sorted({p for ps in standby.values() for p in ps})),
             "stats": billing.get("stats", {}),
             "buffered": sum(t.get("buffered", 0) for t in billing.get("tasks", {}).values()),
         }
+
+
+def restore_state(
+    assignment: Mapping[str, Any], tasks: Sequence[int]
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """``(restoring, warmups)`` of a worker from its assignment page.
+
+    Restoring: those of *tasks* (its actives) not ready yet this generation
+    (missing from ``restored_at``; nothing is marked when the page has no
+    ``restored_at``: a TableManager other than streamjoin's). Warm-ups: every
+    partition listed under ``warmups``, whichever changelog.
+    """
+    ready = assignment.get("restored_at")
+    restoring: tuple[int, ...] = ()
+    if isinstance(ready, Mapping):
+        done = {int(p) for p in ready}
+        restoring = tuple(p for p in tasks if p not in done)
+    warm = assignment.get("warmups") or {}
+    warmups = tuple(sorted({int(p) for ps in warm.values() for p in ps}))
+    return restoring, warmups
 
 
 def live_view(
@@ -70,11 +94,16 @@ def live_view(
             else ("running" if worker.process.running() else "stopped")
         )
         restore = restore_progress(worker.process.log_text(since_start=False))
+        marks = "".join(
+            f" {label} {list(info[key])}"
+            for key, label in (("restoring", "restoring"), ("warmups", "warm-ups"))
+            if info.get(key)
+        )
         rows.append(
             f"  {worker.name:<4} {status:<8} tasks {list(info.get('tasks', ()))!s:<14} "
             f"standbys {list(info.get('standbys', ()))!s:<14} "
             f"processed {stats.get('processed', 0):>8,} buffered {info.get('buffered', 0):>5,}"
-            f"{'  ' + restore if restore else ''}"
+            f"{'  ' + restore if restore else ''}{marks}"
         )
     gen = "running" if generator is not None and generator.poll() is None else "done"
     say(f"[{state.now():6.1f}s] generator {gen}")
