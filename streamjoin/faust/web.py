@@ -15,8 +15,11 @@ JOINS_PATH = "/streamjoin/joins/"
 def add_assignment_page(app: Any) -> None:
     """Serve ``app.assignor.describe()`` at :data:`ASSIGNMENT_PATH`, with the last
     changelog offset applied to each standby and global table partition
-    (``standby_offsets``, ``global_offsets``) and when each task became ready
-    this generation (``restored_at``) when streamjoin's TableManager runs.
+    (``standby_offsets``, ``global_offsets``), the records each standby, warm-up
+    and global table partition is behind its changelog's end
+    (``changelog_lags``) and the follow-up rebalances this worker requested
+    (``followup_rebalance_requests``) and when each task became ready this
+    generation (``restored_at``) when streamjoin's TableManager runs.
 
     :class:`streamjoin.App` calls this itself; a plain faust app using
     ``streamjoin:PartitionAssignor`` can call it once after creating the app.
@@ -31,14 +34,17 @@ def add_assignment_page(app: Any) -> None:
             )
         doc = describe()
         recovery = getattr(getattr(app, "tables", None), "recovery", None)
-        for name in ("standby_offsets", "global_offsets"):
+        for name in ("standby_offsets", "global_offsets", "changelog_lags"):
             read = getattr(recovery, name, None)
             if read is not None:
-                # "topic" -> {partition: last applied changelog offset}
-                by_topic: dict[str, dict[int, int]] = {}
+                # "topic" -> {partition: last applied changelog offset / records behind}
+                by_topic: dict[str, dict[int, int | None]] = {}
                 for (topic, partition), offset in read().items():
                     by_topic.setdefault(topic, {})[partition] = offset
                 doc[name] = by_topic
+        watch = getattr(recovery, "warmups", None)
+        if watch is not None:
+            doc["followup_rebalance_requests"] = watch.requests
         ready = getattr(recovery, "restored_at", None)
         if ready is not None:
             # task (partition) -> time.time() it became ready this generation; an
