@@ -83,6 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     t.add_argument("--skip-throughput", action="store_true", help="skip part 1")
     t.add_argument("--skip-peer", action="store_true", help="part 1 without the faust peer")
+    t.add_argument(
+        "--profile",
+        action="store_true",
+        help="run the join worker under cProfile (slower) and print its top entries",
+    )
     lat = p.add_argument_group("latency")
     lat.add_argument(
         "--latency-seconds", type=float, default=30.0, help="measured seconds [%(default)s]"

@@ -93,18 +93,49 @@ def run_throughput(
             )
         say(f"  peer: {fmt_rate(peer.rate)} records/s")
 
-    say(
-        f"(b) streamjoin: one worker of streamjoin.ads.app (grace {args.grace_ms} ms) ..."
-    )
+    say(f"(b) streamjoin: one worker of streamjoin.ads.app (grace {args.grace_ms} ms) ...")
     port = free_port()
-    process = ads.ads_worker(broker, workdir, "streamjoin", config, port)
+    if args.profile:
+        profile = workdir / "streamjoin.prof"
+        env = {**config.to_env(), "SJ_BENCH_PROFILE": str(profile)}
+        process = worker(
+            "join_profiled_app:app", broker, workdir, "streamjoin", env=env, web_port=port
+        )
+    else:
+        process = ads.ads_worker(broker, workdir, "streamjoin", config, port)
     with running(process):
         ours = watch(
             "streamjoin", process, lambda: ads.join_processed(port), backlog.records, args.timeout
         )
         join_stats = ads.join_stats(port)
     say(f"  streamjoin: {fmt_rate(ours.rate)} records/s")
+    if args.profile:
+        say(profile_top(workdir / "streamjoin.prof", PROFILE_TOP))
     return ThroughputReport(backlog, peer, ours, join_stats)
+
+
+#: entries of the profile printed
+PROFILE_TOP = 20
+
+
+def profile_top(path: Path, n: int) -> str:
+    """The *n* functions of the profile at *path* with the most own time."""
+    import io
+    import pstats
+
+    if not path.exists():
+        return f"(no profile written at {path})"
+    out = io.StringIO()
+    stats = pstats.Stats(str(path), stream=out)
+    stats.sort_stats("tottime").print_stats(n)
+    lines = out.getvalue().splitlines()
+    start = next((i for i, line in enumerate(lines) if "ncalls" in line), 0)
+    return "\n".join(
+        [
+            "CPU profile of the join worker's main thread (top by own time):",
+            *lines[max(start - 3, 0) :],
+        ]
+    )
 
 
 def print_throughput(report: ThroughputReport) -> None:

@@ -153,6 +153,7 @@ def hook_rebalance(join: Join) -> None:
     async def on_rebalance(
         assigned: set[Any], revoked: set[Any], newly_assigned: set[Any], generation_id: int = 0
     ) -> None:
+        join.intake.install()  # before the first fetch of the join's partitions
         await join.on_rebalance(assigned)
         await original(assigned, revoked, newly_assigned, generation_id)
 

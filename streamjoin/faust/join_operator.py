@@ -15,9 +15,11 @@ assignor like any table).
 
 Each batch is made durable in an order that survives a crash anywhere:
 
-1. outputs (outcomes, dead letters) are sent and acknowledged by the broker;
-2. the batch's state changes, including the next input offset of each side,
-   are sent to the changelog and acknowledged;
+1. outputs (outcomes, dead letters) and the batch's state changes except the
+   input positions are sent together, and all are acknowledged;
+2. the next input offset of each side (the positions) is sent to the
+   changelog and acknowledged: only now does the changelog say the batch's
+   records were applied, and their outputs are on the broker already;
 3. the same changes go to RocksDB in one write batch with the changelog offset;
 4. the input records are acked (faust may commit their offsets).
 
@@ -28,7 +30,9 @@ re-emitted with the same key and value (effectively once, by key).
 
 This module holds :class:`Join`, which wires the pieces into faust and runs
 batches; the pieces are :mod:`~streamjoin.faust.join_declare` (checks and
-declarations), :mod:`~streamjoin.faust.join_tasks` (per-task runtime and
+declarations), :mod:`~streamjoin.faust.join_intake` (records taken in bulk
+from faust's consumer, acked by offset ranges),
+:mod:`~streamjoin.faust.join_tasks` (per-task runtime and
 record routing), :mod:`~streamjoin.faust.join_batch` (the durability steps
 above) and :mod:`~streamjoin.faust.join_stats` (counters, progress lines,
 the web page's view).
@@ -37,12 +41,19 @@ the web page's view).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Mapping
 from typing import Any
 
-from streamjoin.faust.join_batch import Batch, commit_and_ack, send_changelog, send_outputs
+from streamjoin.faust.join_batch import (
+    Batch,
+    Sender,
+    commit_and_ack,
+    send_outputs_and_content,
+    send_positions,
+)
 from streamjoin.faust.join_declare import (
     check_batching,
     check_outputs,
@@ -56,8 +67,9 @@ from streamjoin.faust.join_declare import (
     hook_rebalance,
     join_partitions,
 )
+from streamjoin.faust.join_intake import Intake, ack_range
 from streamjoin.faust.join_stats import JoinStats, ProgressLog, describe_join
-from streamjoin.faust.join_tasks import LEFT, RIGHT, JoinTask, RecordRouter
+from streamjoin.faust.join_tasks import LEFT, RIGHT, Fetched, JoinTask, RecordRouter
 from streamjoin.join.errors import JoinConfigError
 from streamjoin.join.policy import JoinPolicy
 
@@ -155,6 +167,14 @@ class Join:
         self.log_interval = 10.0
         self._progress = ProgressLog(logger, self.name)
         self._revoking = False
+        self._sides = {self.left_topic: LEFT, self.right_topic: RIGHT}
+        self._sender = Sender(self.app)
+        self._wake = asyncio.Event()
+        #: takes the join's records from faust's consumer (see join_intake)
+        self.intake = Intake(
+            self.app, self._sides, self._take, high_water=2 * self.batch_max,
+            buffered=self._waiting, accepting=lambda: not self._revoking,
+        )  # fmt: skip
 
     def _wire_agent(self) -> None:
         """The agent reading both sides, the batch ticker and the rebalance hook."""
@@ -174,6 +194,8 @@ class Join:
     # -- input --------------------------------------------------------------------
 
     async def _consume(self, stream: Any) -> Any:
+        # records reach the join through its intake; any that faust delivers
+        # here instead (fetched before the intake was installed) are applied too
         async for event in stream.noack().events():
             await self._receive(event)
             # a batch per batch_max records received
@@ -185,7 +207,10 @@ class Join:
         for topic in [*self.outputs.values(), self.dead_letters]:
             await topic.maybe_declare()
         while not self.app.should_stop:
-            await asyncio.sleep(self.batch_interval)
+            # a batch every batch_interval, or as soon as batch_max records wait
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.batch_interval)
+            self._wake.clear()
             await self._on_timer()
 
     async def _on_timer(self) -> None:
@@ -196,6 +221,10 @@ class Join:
         self._progress.maybe_log(
             time.monotonic(), self.log_interval, self.stats, len(self._tasks), self._buffered
         )
+
+    def _waiting(self) -> int:
+        """Records received and not yet in a batch, over every task."""
+        return sum(task.waiting for task in self._tasks.values())
 
     def _task(self, partition: int) -> JoinTask:
         """The live task of *partition*: the one parked across the rebalance when
@@ -238,13 +267,24 @@ class Join:
         return db_for(partition)
 
     async def _receive(self, event: Any) -> None:
-        if self._revoking:
-            return  # in flight while partitions are revoked: never acked, read again
-        message = event.message
-        side = LEFT if message.topic == self.left_topic else RIGHT
-        self.stats.received[side] += 1
-        task = self._task(message.partition)
-        offset = message.offset
+        record = Fetched.of_event(event)
+        if self._revoking or record.topic in self.intake.exclusive:
+            # in flight while partitions are revoked, or from before the intake
+            # took this topic over: never acked, read again
+            return
+        self._accept(record.topic, record.partition, [record], event)
+
+    def _take(self, topic: str, partition: int, records: Any) -> None:
+        """Records of one partition from the intake (never while revoking)."""
+        self._accept(topic, partition, records, None)
+        if self._received_since_tick >= self.batch_max:
+            self._wake.set()
+
+    def _accept(self, topic: str, partition: int, records: Any, event: Any) -> None:
+        side = self._sides[topic]
+        self.stats.received[side] += len(records)
+        task = self._task(partition)
+        offset = records[0].offset
         position = task.see(side, offset)
         if position is not None:
             # Records are acked only once applied, so faust never commits past
@@ -256,16 +296,16 @@ class Join:
                 "join %s: %s[%d] starts at offset %d but the task's state ends at %d; "
                 "records %d..%d were never applied to it",
                 self.name,
-                message.topic,
-                message.partition,
+                topic,
+                partition,
                 offset,
                 position,
                 position,
                 offset - 1,
             )
-        task.receive(side, event, _now_ms())
-        self._buffered += 1
-        self._received_since_tick += 1
+        task.receive(side, records, event, _now_ms())
+        self._buffered += len(records)
+        self._received_since_tick += len(records)
 
     # -- a batch ------------------------------------------------------------------
 
@@ -285,11 +325,17 @@ class Join:
         batch = self._release()
         if not batch.touched:
             return
-        producer = self.app.producer
-        await send_outputs(producer, batch.outputs)
-        last = await send_changelog(producer, self.changelog_topic, batch.touched)
-        commit_and_ack(batch.touched, self.table.data.offset_key, last, self._db)
+        topic = self.changelog_topic
+        last = await send_outputs_and_content(self._sender, batch.outputs, topic, batch.touched)
+        last = await send_positions(self._sender, topic, batch.touched, last)
+        commit_and_ack(batch.touched, self.table.data.offset_key, last, self._db, self._ack)
         self.stats.batches += 1
+
+    def _ack(self, side: str, partition: int, first: int, last: int) -> None:
+        from faust.types import TP
+
+        topic = self.left_topic if side == LEFT else self.right_topic
+        ack_range(self.app.consumer, TP(topic, partition), first, last)
 
     def _release(self) -> Batch:
         """Every task's received records and idle inputs, applied to its batch
@@ -300,13 +346,14 @@ class Join:
         consumer = self.app.consumer
         for partition in sorted(self._tasks):
             task = self._tasks[partition]
-            received, task.inbox = task.inbox, []
+            received = task.take_inbox()
             idle = task.going_idle(now, consumer, topics)
             if not received and not idle:
                 continue
             batch.touched.append(task)
-            self._buffered -= len(received)
             batch.outputs.extend(task.stage(received, idle, self._router))
+        self._buffered = self._waiting()
+        self.intake.drained()
         return batch
 
     # -- rebalance ----------------------------------------------------------------
@@ -347,7 +394,7 @@ class Join:
                 # same way: unacked, read again elsewhere
                 for partition in sorted(set(tasks) - keep):
                     task = tasks.pop(partition)
-                    self._buffered -= len(task.inbox)
+                    self._buffered -= task.waiting
                     task.state.discard()
                     task.state.db = None
                     closed.append(partition)

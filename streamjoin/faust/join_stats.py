@@ -109,7 +109,7 @@ def describe_join(join: Join, tasks: Mapping[int, JoinTask]) -> dict[str, Any]:
                 "watermarks": _watermarks(t.logic),
                 "idle": sorted(t.idle),
                 "position": dict(t.position),
-                "buffered": len(t.inbox),
+                "buffered": t.waiting,
             }
             for p, t in sorted(tasks.items())
         },

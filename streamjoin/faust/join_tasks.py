@@ -19,7 +19,7 @@ makes batches durable.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from streamjoin.faust.batch_state import BatchState
 from streamjoin.join import keys
@@ -46,6 +46,8 @@ __all__ = [
     "RIGHT",
     "SIDES",
     "SOURCE_HEADER",
+    "Chunk",
+    "Fetched",
     "JoinTask",
     "Output",
     "RecordRouter",
@@ -55,6 +57,29 @@ __all__ = [
 
 #: a record to produce: (topic, key, value, headers)
 Output = tuple[str, bytes | None, bytes, list[tuple[str, bytes]] | None]
+
+
+class Fetched(NamedTuple):
+    """An input record as the join reads it (aiokafka's ``ConsumerRecord`` has
+    the same fields; ``timestamp`` is in milliseconds)."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp: int
+
+    @classmethod
+    def of_event(cls, event: Any) -> Fetched:
+        """The record of a faust ``Event`` (whose timestamp is in seconds)."""
+        m = event.message
+        return cls(m.topic, m.partition, m.offset, m.key, m.value, event_time_ms(m))
+
+
+#: records of one side received together; the faust event when one record
+#: came through faust's stream (acked alone), else ``None`` (acked by range)
+Chunk = tuple[str, Sequence[Any], Any]
 
 
 def event_time_ms(message: Any) -> int:
@@ -72,7 +97,7 @@ class JoinTask:
         self.policy = policy
         self.max_idle_ms = max_idle_ms
         #: records received since the last batch, in arrival order
-        self.inbox: list[tuple[str, Any]] = []
+        self.inbox: list[Chunk] = []
         #: next input offset to apply, per side (from state; None: unknown yet)
         self.position: dict[str, int | None] = dict.fromkeys(SIDES)
         #: next offset expected from the consumer, per side
@@ -81,7 +106,12 @@ class JoinTask:
         self.last_record_ms: dict[str, int] = dict.fromkeys(SIDES, 0)
         #: inputs the logic has been told are idle (until their next record)
         self.idle: set[str] = set()
+        #: faust events applied by the batch being made durable (acked one by one)
         self.unacked: list[Any] = []
+        #: per side, offsets (first, last) taken by that batch (acked as a range)
+        self.unacked_range: dict[str, tuple[int, int]] = {}
+        #: where the input positions start in that batch's state changes
+        self.positions_at = 0
         #: the changelog offset stored in the task's database when it was last
         #: live (set once per parking, see :meth:`mark_parked`); ``None``: not parked
         self.parked_at: tuple[bytes | None] | None = None
@@ -112,8 +142,8 @@ class JoinTask:
         beyond it is still noticed (:meth:`see`). A batch being made durable
         keeps its events in :attr:`unacked` and completes.
         """
-        dropped = len(self.inbox)
-        self.inbox = []
+        dropped = self.waiting
+        self.take_inbox()
         for side in SIDES:
             self.next_seen[side] = self.position[side]
         return dropped
@@ -169,10 +199,25 @@ class JoinTask:
         self.next_seen[side] = offset + 1
         return position if gap else None
 
-    def receive(self, side: str, event: Any, now_ms: int) -> None:
-        """Hold a received record until the next batch applies it."""
-        self.inbox.append((side, event))
+    def receive(self, side: str, records: Sequence[Any], event: Any, now_ms: int) -> None:
+        """Hold received records (offset order) until the next batch applies them.
+
+        *event* is the faust event of a single record that came through faust's
+        stream, ``None`` for records taken from the consumer's fetch.
+        """
+        self.inbox.append((side, records, event))
+        self.next_seen[side] = records[-1].offset + 1
         self.last_record_ms[side] = now_ms
+
+    @property
+    def waiting(self) -> int:
+        """The number of records in the inbox."""
+        return sum(len(records) for _, records, _ in self.inbox)
+
+    def take_inbox(self) -> list[Chunk]:
+        """The records received since the last batch; the inbox is empty after."""
+        received, self.inbox = self.inbox, []
+        return received
 
     def unread(self, consumer: Any, topics: Mapping[str, str]) -> dict[str, bool]:
         """Per side: may the consumer still have records of this task to deliver?"""
@@ -197,18 +242,26 @@ class JoinTask:
         return [side for side in silent if not unread[side]]
 
     def stage(
-        self, received: Sequence[tuple[str, Any]], idle: Sequence[str], router: RecordRouter
+        self, received: Sequence[Chunk], idle: Sequence[str], router: RecordRouter
     ) -> list[Output]:
         """Apply *received*, then tell the logic which inputs went *idle*; return
         the records to produce.
 
-        The events are kept in :attr:`unacked` until the batch is durable; the
-        positions are written last.
+        What to ack once the batch is durable is kept in :attr:`unacked` and
+        :attr:`unacked_range`; the positions are written last.
         """
         outputs: list[Output] = []
-        for side, event in received:
-            outputs.extend(router.apply(self, side, event))
-            self.unacked.append(event)
+        ranges = self.unacked_range
+        for side, records, event in received:
+            outputs.extend(router.apply(self, side, records))
+            if event is not None:
+                self.unacked.append(event)
+            else:
+                first, last = records[0].offset, records[-1].offset
+                if side in ranges:
+                    first = min(first, ranges[side][0])
+                    last = max(last, ranges[side][1])
+                ranges[side] = (first, last)
             self.idle.discard(side)  # a record makes its input active again
         logic = self.logic
         for side in idle:
@@ -220,6 +273,7 @@ class JoinTask:
             logic.checkpoint()
         # the positions are the batch's last changes: a changelog that has
         # them has everything the batch changed before them
+        self.positions_at = len(self.state.content)
         for side in SIDES:
             if self.position[side] is not None:
                 self.state.put(
@@ -253,27 +307,40 @@ class RecordRouter:
         self.outputs = outputs
         self.dead_letters = dead_letters
 
-    def apply(self, task: JoinTask, side: str, event: Any) -> list[Output]:
-        """Apply one record of *side*; a replay (before the position) is skipped."""
-        message = event.message
-        position = task.position[side]
-        if position is not None and message.offset < position:
-            self.stats.skipped_replays += 1
-            return []
-        task.position[side] = message.offset + 1
-        self.stats.processed += 1
-        decode = self.policy.decode_left if side == LEFT else self.policy.decode_right
-        ts = event_time_ms(message)
+    def apply(self, task: JoinTask, side: str, records: Sequence[Any]) -> list[Output]:
+        """Apply *records* of *side* (offset order); replays (before the position)
+        are skipped. A record has ``offset``, ``key``, ``value`` and
+        ``timestamp`` (ms), as :class:`Fetched` and aiokafka's records do."""
         logic = task.logic
         if logic is None:  # opened when first seen; a dropped task never reaches here
             raise JoinConfigError(f"join {self.name!r}: task {task.partition} is not open")
-        try:
-            record = decode(message.key, message.value, ts)
-        except BadRecord as exc:
-            self.stats.bad += 1
-            return [self.dead_letter(message, exc.reason.encode())]
-        emitted: Sequence[Emission] = (logic.on_left if side == LEFT else logic.on_right)(record)
-        return self.route(emitted, message)
+        if side == LEFT:
+            decode, feed = self.policy.decode_left, logic.on_left
+        else:
+            decode, feed = self.policy.decode_right, logic.on_right
+        stats = self.stats
+        position = task.position[side]
+        out: list[Output] = []
+        applied = 0
+        for record in records:
+            offset = record.offset
+            if position is not None and offset < position:
+                stats.skipped_replays += 1
+                continue
+            position = offset + 1
+            applied += 1
+            try:
+                decoded = decode(record.key, record.value, record.timestamp or 0)
+            except BadRecord as exc:
+                stats.bad += 1
+                out.append(self.dead_letter(record, exc.reason.encode()))
+                continue
+            emitted = feed(decoded)
+            if emitted:
+                out.extend(self.route(emitted, record))
+        task.position[side] = position
+        stats.processed += applied
+        return out
 
     def route(self, emitted: Sequence[Emission], message: Any = None) -> list[Output]:
         """Records for what the logic emitted; a late record is dead-lettered as

@@ -1,0 +1,168 @@
+"""A join's input records taken in bulk from faust's consumer, and acked by offset ranges.
+
+faust delivers a fetched record to an agent through a per-record path: a
+``Message``, the conductor's callback awaited under ``wait_first``, an
+``Event`` in a channel queue, the stream's iteration, then a per-record ack.
+A join applies its records in batches, so none of that is needed: the
+:class:`Intake` wraps the consumer's ``_getmany`` (what faust's fetcher awaits
+for each fetch) and takes the lists of records of the join's partitions out
+of the fetched map, as aiokafka returned them; faust's fetcher delivers the
+rest (other topics) as usual. A topic that another agent reads too is left
+to faust, which delivers it to every reader (the join's agent included).
+The join's agent stays subscribed to its topics (so the assignor and faust's
+consumer see them) and handles any record that reaches it.
+
+The records are taken only when faust itself would deliver them: flow active
+(no rebalance under way), the consumer's generation unchanged during the
+fetch, the partition active (not paused). They are acked once the batch that
+applied them is durable, by offset ranges in faust's own bookkeeping
+(:func:`ack_range`), so faust's offset commits stay as they are: a committed
+offset never passes the join state's position.
+
+When the join has ``high_water`` records buffered, the fetch waits until a
+batch has taken them (the consumer's own prefetch keeps reading meanwhile, up
+to its buffer limits), as faust's stream buffer does for an agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+__all__ = ["Intake", "ack_range", "ack_ranges"]
+
+#: seconds between looks at the buffer while a fetch waits for room
+ROOM_POLL_S = 0.2
+
+#: receives one partition's fetched records: (topic, partition, records)
+Receiver = Callable[[str, int, Sequence[Any]], None]
+
+
+class Intake:
+    """Takes *topics*' records out of the fetches of an app's consumer.
+
+    Args:
+        app: the faust app.
+        topics: the topics whose records are taken.
+        receive: called with each partition's records, in fetch order.
+        high_water: buffered records above which the next fetch waits.
+        buffered: the number of records buffered now.
+        accepting: whether records may be taken now (false while revoking).
+    """
+
+    def __init__(
+        self,
+        app: Any,
+        topics: Iterable[str],
+        receive: Receiver,
+        *,
+        high_water: int,
+        buffered: Callable[[], int],
+        accepting: Callable[[], bool],
+    ) -> None:
+        self.app = app
+        self.topics = frozenset(topics)
+        self.receive = receive
+        self.high_water = high_water
+        self.buffered = buffered
+        self.accepting = accepting
+        self.installed_on: Any = None
+        #: the topics taken (see :meth:`_exclusive`)
+        self.exclusive: frozenset[str] = frozenset()
+        self._room = asyncio.Event()
+        self._room.set()
+
+    def install(self) -> None:
+        """Wrap the app's consumer's ``_getmany`` (once per consumer); called at
+        each rebalance, it also looks again at which topics other agents read."""
+        self.exclusive = self._exclusive()
+        consumer = self.app.consumer
+        if self.installed_on is consumer:
+            return
+        original = consumer._getmany
+        intake = self
+
+        async def _getmany(active_partitions: Any, timeout: float) -> Any:
+            generation = intake.app.consumer_generation_id
+            records = await original(active_partitions, timeout)
+            if records and intake.app.consumer_generation_id == generation:
+                await intake.take(consumer, records, active_partitions)
+            return records
+
+        consumer._getmany = _getmany
+        self.installed_on = consumer
+
+    async def take(self, consumer: Any, records: Any, active: Any) -> None:
+        """Move the join's records out of *records* (a fetch: TP -> records) to the join."""
+        if not consumer.flow_active or consumer.should_stop:
+            return  # faust does not deliver them either (it seeks back)
+        mine = [
+            tp for tp in records if tp.topic in self.exclusive and (active is None or tp in active)
+        ]
+        if not mine:
+            return
+        accepting = self.accepting()
+        for tp in mine:
+            batch = records.pop(tp)
+            # while partitions are revoked they are dropped unacknowledged (read
+            # again from the committed offset), never left to faust's path,
+            # which could deliver them after newer ones
+            if batch and accepting:
+                self.receive(tp.topic, tp.partition, batch)
+        while self.buffered() >= self.high_water and self.accepting():
+            if consumer.should_stop:
+                return
+            self._room.clear()
+            # a revoke drops the buffer without a batch: look again now and then
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._room.wait(), ROOM_POLL_S)
+
+    def _exclusive(self) -> frozenset[str]:
+        """The topics no other agent or channel reads: a topic that another one
+        reads too is left to faust (which delivers it to every reader)."""
+        index = getattr(self.app.topics, "_topic_name_index", None)
+        if index is None:
+            return frozenset()
+        return frozenset(t for t in self.topics if len(index.get(t, ())) <= 1)
+
+    def drained(self) -> None:
+        """A batch took buffered records (or they were dropped): fetching may go on."""
+        if self.buffered() < self.high_water:
+            self._room.set()
+
+
+def ack_range(consumer: Any, tp: Any, first: int, last: int) -> int:
+    """Ack offsets ``first..last`` of *tp* in faust's consumer as one call.
+
+    The same bookkeeping as faust's ``Consumer.ack`` for each offset (offsets
+    below the committed one and offsets already acked are left out), without
+    a message object per offset. Returns the number of offsets acked.
+    """
+    from faust.transport.consumer import ack_lock
+    from mode.utils.futures import notify
+
+    if last < first or not consumer.app.topics.acks_enabled_for(tp.topic):
+        return 0
+    with ack_lock:
+        committed = consumer._committed_offset[tp]
+        if committed is not None:
+            first = max(first, committed)
+        if last < first:
+            return 0
+        offsets: Sequence[int] = range(first, last + 1)
+        index = consumer._acked_index[tp]
+        if not index.isdisjoint(offsets):
+            offsets = [o for o in offsets if o not in index]
+        index.update(offsets)
+        consumer._acked[tp].extend(offsets)
+        consumer._n_acked += len(offsets)
+        notify(consumer._waiting_for_ack)
+        return len(offsets)
+
+
+def ack_ranges(consumer: Any, ranges: Mapping[Any, tuple[int, int]]) -> None:
+    """:func:`ack_range` for every ``tp -> (first, last)`` of *ranges*."""
+    for tp, (first, last) in ranges.items():
+        ack_range(consumer, tp, first, last)
