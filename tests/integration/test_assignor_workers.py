@@ -123,25 +123,75 @@ def feed(broker: EmbeddedBroker, topic: str, n: int, start: int = 0) -> None:
     run(produce(broker.bootstrap, topic, records))
 
 
-def test_a_joining_worker_gets_its_share_with_the_fewest_moves(group: Group) -> None:
-    """faust issue #93: a new worker got no tasks at all."""
+def test_a_joining_worker_warms_up_then_gets_its_share_with_the_fewest_moves(
+    group: Group,
+) -> None:
+    """faust issue #93 (a new worker got no tasks) and H1/H2/H4: the new worker's
+    share first arrives as warm-ups while the tasks keep running warm where they
+    are; once they caught up the worker asks for the follow-up rebalance itself
+    and gets its tasks warm, with the fewest moves."""
     group.start("a")
     group.start("b")
     two = group.wait_settled(["a", "b"])
     before = actives(two, group.events)
     assert sorted(len(p) for p in before.values()) == [3, 3]
+    feed(group.broker, group.events, 600)
+    wait_until(lambda: _standbys_applied(group, ["a", "b"]) >= 600, 60, "standbys caught up")
+    generation = two["a"]["assignor"]["generation"]
     group.start("c")
-    three = group.wait_settled(["a", "b", "c"], two["a"]["assignor"]["generation"] + 1)
+
+    def shared_out() -> dict[str, Any] | None:
+        statuses = group.settled(["a", "b", "c"], generation + 2)
+        if statuses and len(statuses["c"]["assignor"]["actives"].get(group.events, [])) == 2:
+            return statuses
+        return None
+
+    three = wait_until(shared_out, SETTLE, "the new worker to get its share")
     after = actives(three, group.events)
     assert sorted(len(p) for p in after.values()) == [2, 2, 2]
     moved = sum(len(before[n] - after[n]) for n in before)
     assert moved == 2  # 3/3 -> 2/2/2 needs exactly two moves
+    c = group.workers["c"]
+    # first its two tasks as warm-ups (no active changelog partition), then the request
+    warmup_line = c.wait_for_log(r"warm-ups 2 changelog partition", 5)[0]
+    assert "(changelog partitions: 0 warm, 0 cold)" in warmup_line
+    c.wait_for_log(r"requesting a follow-up rebalance", 5)
+    # the follow-up moved them warm: c restored (almost) nothing when it took them over
+    def restored() -> dict[int, int] | None:
+        status = group.status("c") or {}
+        counts = {p: n for t, p, n in status.get("restore_counts", []) if t == group.changelog}
+        return counts if set(counts) >= after["c"] else None
+
+    counts = wait_until(restored, 60, "c's restore counts")
+    assert sum(counts[p] for p in after["c"]) < 20, counts
     # stateful tasks carry one standby, never on the active's worker
     spare = standbys(three, group.changelog)
     owned = actives(three, group.changelog)
     assert sorted(p for s in spare.values() for p in s) == list(range(PARTITIONS))
     for name in spare:
         assert not spare[name] & owned[name]
+
+
+def test_without_warmups_a_joining_worker_restores_its_share_cold(group: Group) -> None:
+    """``--max-warmup-replicas 0``: the old behaviour, for comparison: the new
+    worker's share moves at once and is restored from the changelog."""
+    cold = ("--max-warmup-replicas", "0")
+    group.start("a", extra_args=cold)
+    group.start("b", extra_args=cold)
+    two = group.wait_settled(["a", "b"])
+    feed(group.broker, group.events, 600)
+    wait_until(lambda: _standbys_applied(group, ["a", "b"]) >= 600, 60, "standbys caught up")
+    group.start("c", extra_args=cold)
+    three = group.wait_settled(["a", "b", "c"], two["a"]["assignor"]["generation"] + 1)
+    taken = actives(three, group.changelog)["c"]
+    assert len(taken) == 2
+
+    def restored() -> int | None:
+        status = group.status("c") or {}
+        counts = {p: n for t, p, n in status.get("restore_counts", []) if t == group.changelog}
+        return sum(counts[p] for p in taken) if set(counts) >= taken else None
+
+    assert wait_until(restored, 60, "c's restore counts") >= 150  # ~100 records per task
 
 
 def test_killed_workers_tasks_go_to_their_standbys_and_restore_only_the_delta(group: Group) -> None:
