@@ -11,7 +11,7 @@ PURE := streamjoin/assignment streamjoin/membership streamjoin/join streamjoin/r
 	streamjoin/ads/attribution.py streamjoin/ads/keys.py streamjoin/ads/topics.py \
 	streamjoin/ads/generator/core.py streamjoin/ads/generator/config.py
 
-.PHONY: test demo lint typecheck unit bench bench-restore bench-join clean test-faust-compat
+.PHONY: test demo lint typecheck unit bench bench-restore bench-join bench-rebalance clean test-faust-compat
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -58,3 +58,6 @@ bench-restore: $(STAMP)
 
 bench-join: $(STAMP)
 	$(BIN)/python benchmarks/join.py
+
+bench-rebalance: $(STAMP)
+	$(BIN)/python benchmarks/rebalance.py

@@ -1,0 +1,290 @@
+"""Rebalance benchmark: how long each task stops when the group changes, with large state.
+
+One run, one embedded broker, three variants side by side, each with its own
+app id (topics, consumer group) and the same inputs:
+
+* ``warm-ups``: streamjoin's assignor and restoration, ``max_warmup_replicas``
+  unset (the default: a task moves only once its new owner caught up);
+* ``cold``: the same with ``STREAMJOIN_MAX_WARMUP_REPLICAS=0`` (a task moves at
+  once and its new owner restores it before it runs);
+* ``faust``: faust-streaming's own assignor and recovery.
+
+Every variant runs ``rebalance_app.py`` (one RocksDB table written by every
+input record, one standby per task). Its changelog is first filled with
+``--state-records`` records, so that restoring a task from nothing takes
+seconds. Two workers start and settle (their actives and standbys restored),
+while records are produced at ``--rate`` records/s over all partitions for the
+whole run. Then three phases of ``--phase-seconds`` each:
+
+1. **scale-out**: a third worker starts;
+2. **scale-in**: that worker stops (SIGTERM);
+3. **kill -9**: one of the two remaining workers is killed.
+
+A task's progress is its changelog: each record's timestamp is when the
+worker that ran the task sent it. The **gap** of a task in a phase is the
+longest stretch of the phase without a record of its partition (the phase's
+start and end count as bounds). The owners of the tasks at the start and end
+of each phase come from ``GET /bench/tasks/`` of each worker; a task that
+kept its owner stops only for the rebalance itself, so the longest gap of
+those is the phase's **rebalance pause**. The table gives, per phase and
+variant, the worst gap of any task, the worst of the tasks that moved and the
+pause, and ratios against ``warm-ups``.
+
+    python benchmarks/rebalance.py [--partitions 6] [--state-records 600000]
+                                   [--rate 600] [--phase-seconds 40]
+                                   [--variants warm-ups,cold,faust]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.harness.report import render_table, say
+from benchmarks.harness.workers import (
+    BenchError,
+    embedded_broker,
+    exit_on_sigterm,
+    http_json,
+    worker,
+)
+from benchmarks.rebalance_traffic import Traffic, prefill, task_gaps
+from streamjoin.dev.broker import LOOPBACK, EmbeddedBroker, free_port
+from streamjoin.dev.process import WorkerProcess
+
+#: variant -> (app kind, extra environment)
+VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
+    "warm-ups": ("streamjoin", {}),
+    "cold": ("streamjoin", {"STREAMJOIN_MAX_WARMUP_REPLICAS": "0"}),
+    "faust": ("faust", {}),
+}
+PHASES = ("scale-out", "scale-in", "kill -9")
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One phase of one variant: each task's gap, and which tasks changed owner."""
+
+    variant: str
+    name: str
+    gaps: dict[int, float]
+    moved: frozenset[int]
+
+    @property
+    def worst(self) -> float:
+        """The longest gap of any task (seconds)."""
+        return max(self.gaps.values(), default=0.0)
+
+    @property
+    def worst_moved(self) -> float | None:
+        """The longest gap of a task that changed owner (``None``: none did)."""
+        moved = [g for t, g in self.gaps.items() if t in self.moved]
+        return max(moved) if moved else None
+
+    @property
+    def pause(self) -> float | None:
+        """The longest gap of a task that kept its owner: the rebalance itself."""
+        kept = [g for t, g in self.gaps.items() if t not in self.moved]
+        return max(kept) if kept else None
+
+
+class Group:
+    """The workers of one variant, their web ports and their tasks."""
+
+    def __init__(self, broker: EmbeddedBroker, workdir: Path, env: dict[str, str]) -> None:
+        self.broker = broker
+        self.workdir = workdir
+        self.env = env
+        self.workers: dict[str, WorkerProcess] = {}
+        self.ports: dict[str, int] = {}
+
+    def start(self, name: str) -> WorkerProcess:
+        port = free_port()
+        process = worker(
+            "rebalance_app:app", self.broker, self.workdir, name, env=self.env, web_port=port
+        )
+        self.workers[name], self.ports[name] = process, port
+        return process.start()
+
+    def owners(self) -> dict[int, str]:
+        """Task -> the worker that says it runs it (running workers only)."""
+        out: dict[int, str] = {}
+        for name, process in sorted(self.workers.items()):
+            if not process.running():
+                continue
+            doc = http_json(f"http://{LOOPBACK}:{self.ports[name]}/bench/tasks/")
+            for task in (doc or {}).get("tasks", []):
+                out.setdefault(int(task), name)
+        return out
+
+    def stop_all(self) -> None:
+        for process in self.workers.values():
+            process.kill()
+
+
+def settle(group: Group, traffic: Traffic, partitions: int, seconds: float, timeout: float) -> None:
+    """Wait until every task has an owner and progresses, then *seconds* more
+    (standbys catch up meanwhile)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        owners = group.owners()
+        fresh = traffic.progressing(time.time() - 1.0)
+        if len(owners) == partitions and fresh >= set(range(partitions)):
+            break
+        for name, process in group.workers.items():
+            if not process.running():
+                raise BenchError(f"{name} exited; its log: {process.log_path}")
+        if time.monotonic() > deadline:
+            raise BenchError(f"no steady state after {timeout:.0f}s: owners {owners}")
+        time.sleep(0.5)
+    time.sleep(seconds)
+
+
+def run_variant(
+    variant: str, broker: EmbeddedBroker, root: Path, args: argparse.Namespace
+) -> list[Phase]:
+    """Start two workers, then run the three phases; the workers are always killed."""
+    kind, extra = VARIANTS[variant]
+    app_id = f"bench-rebalance-{variant.replace(' ', '-')}"
+    env = {
+        "SJ_BENCH_KIND": kind,
+        "SJ_BENCH_APP_ID": app_id,
+        "SJ_BENCH_PARTITIONS": str(args.partitions),
+        **extra,
+    }
+    say(f"{variant}: filling {app_id}-state-changelog with {args.state_records:,} records")
+    prefill(broker.bootstrap, app_id, args.partitions, args.state_records, args.value_size)
+    group = Group(broker, root / variant, env)
+    traffic = Traffic(broker.bootstrap, app_id, args.partitions, args.rate, args.value_size)
+    phases: list[Phase] = []
+    try:
+        traffic.start()
+        for name in ("w1", "w2"):
+            group.start(name)
+        settle(group, traffic, args.partitions, args.settle_seconds, args.timeout)
+        say(f"{variant}: two workers running every task; phases of {args.phase_seconds:.0f}s")
+        actions = {
+            "scale-out": lambda: group.start("w3"),
+            "scale-in": lambda: group.workers["w3"].stop(),
+            "kill -9": lambda: group.workers["w2"].kill(),
+        }
+        for name in PHASES:
+            before = group.owners()
+            started = time.time()
+            actions[name]()
+            time.sleep(max(0.0, started + args.phase_seconds - time.time()))
+            after = group.owners()
+            ended = time.time()
+            gaps = task_gaps(traffic.times(), started, ended, range(args.partitions))
+            moved = frozenset(t for t in range(args.partitions) if before.get(t) != after.get(t))
+            phase = Phase(variant, name, gaps, moved)
+            phases.append(phase)
+            say(f"  {name}: worst gap {phase.worst:.1f}s, moved {sorted(moved)}, owners {after}")
+    finally:
+        group.stop_all()
+        traffic.stop()
+    return phases
+
+
+def _s(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def report(phases: Sequence[Phase]) -> str:
+    """The table: per phase and variant, gaps in seconds and ratios against warm-ups."""
+    base = {p.name: p for p in phases if p.variant == "warm-ups"}
+    rows = []
+    for phase in sorted(phases, key=lambda p: (PHASES.index(p.name), p.variant)):
+        ref = base.get(phase.name)
+        ratio = "-" if ref is None or ref.worst <= 0 else f"{phase.worst / ref.worst:.1f}x"
+        over_pause = "-" if phase.pause in (None, 0.0) else f"{phase.worst / phase.pause:.1f}x"
+        rows.append(
+            [
+                f"{phase.name} / {phase.variant}",
+                _s(phase.worst),
+                _s(phase.worst_moved),
+                _s(phase.pause),
+                str(len(phase.moved)),
+                over_pause,
+                ratio,
+            ]
+        )
+    headers = [
+        "phase / variant",
+        "worst gap s",
+        "worst moved s",
+        "pause s",
+        "moved",
+        "worst/pause",
+        "worst vs warm-ups",
+    ]
+    return render_table(headers, rows)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line (see the module docstring)."""
+    p = argparse.ArgumentParser(
+        prog="python benchmarks/rebalance.py",
+        description=(__doc__ or "").splitlines()[0],
+        allow_abbrev=False,
+    )
+    add = p.add_argument
+    add("--partitions", type=int, default=6, help="tasks [%(default)s]")
+    add("--state-records", type=int, default=600_000, help="changelog records [%(default)s]")
+    add("--value-size", type=int, default=100, help="bytes per value [%(default)s]")
+    add("--rate", type=float, default=600.0, help="input records/s, all tasks [%(default)s]")
+    add("--phase-seconds", type=float, default=40.0, help="length of a phase [%(default)s]")
+    add(
+        "--settle-seconds",
+        type=float,
+        default=15.0,
+        help="wait after every task runs, before the first phase [%(default)s]",
+    )
+    add("--timeout", type=float, default=600.0, help="to reach a steady state [%(default)s]")
+    add(
+        "--variants",
+        default=",".join(VARIANTS),
+        help="comma-separated subset of " + ", ".join(VARIANTS) + " [all]",
+    )
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run every variant, print the table; exit 1 when a variant could not run."""
+    args = build_parser().parse_args(argv)
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    unknown = sorted(set(variants) - set(VARIANTS))
+    if unknown:
+        raise SystemExit(f"unknown variants {unknown}; choose from {list(VARIANTS)}")
+    exit_on_sigterm()
+    phases: list[Phase] = []
+    failed = []
+    with (
+        tempfile.TemporaryDirectory(prefix="sj-bench-rebalance-") as tmp,
+        embedded_broker() as broker,
+    ):
+        for variant in variants:
+            try:
+                phases.extend(run_variant(variant, broker, Path(tmp), args))
+            except BenchError as exc:
+                failed.append(variant)
+                say(f"{variant}: no figures ({exc})")
+    say()
+    say(
+        f"{args.partitions} tasks, {args.state_records:,} state records, "
+        f"{args.rate:g} records/s, phases of {args.phase_seconds:g}s"
+    )
+    say(report(phases))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""The app the rebalance benchmark runs: one RocksDB table fed by one input topic.
+
+Every input record is written to the table, so every task (partition) that
+processes records writes its changelog partition: the benchmark reads the
+changelog records' timestamps (set by the worker's producer when it sends
+them) as each task's progress.
+
+``SJ_BENCH_KIND=streamjoin`` runs it as a ``streamjoin.App`` (streamjoin's
+assignor and table restoration; ``STREAMJOIN_MAX_WARMUP_REPLICAS`` from the
+environment reaches the assignor); ``faust`` as a plain ``faust.App`` with
+faust's own assignor and recovery. Everything else is identical: RocksDB
+store, one standby per task, the same group timeouts, and a producer that
+sends one record per batch (faust's recovery trusts ``ListOffsets``, which
+the embedded broker answers wrongly after a multi-record batch).
+
+``GET /bench/tasks/`` lists the input partitions this worker runs now.
+
+Environment:
+    SJ_BENCH_KIND: ``streamjoin`` (default) or ``faust``.
+    SJ_BENCH_APP_ID: app id, consumer group and topic prefix.
+    SJ_BENCH_PARTITIONS: partitions of the input topic and the table (default 6).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import faust
+
+import streamjoin
+
+KIND = os.environ.get("SJ_BENCH_KIND", "streamjoin")
+APP_ID = os.environ.get("SJ_BENCH_APP_ID", "bench-rebalance")
+PARTITIONS = int(os.environ.get("SJ_BENCH_PARTITIONS", "6"))
+
+settings: dict[str, Any] = {
+    "store": "rocksdb://",
+    "topic_partitions": PARTITIONS,
+    "topic_replication_factor": 1,
+    "table_standby_replicas": 1,
+    "broker_session_timeout": 6.0,
+    "broker_heartbeat_interval": 1.0,
+    "broker_rebalance_timeout": 20.0,
+    "producer_max_batch_size": 1,
+}
+
+if KIND == "faust":
+    app = faust.App(APP_ID, **settings)
+else:
+    app = streamjoin.App(APP_ID, **settings)
+
+source = app.topic(f"{APP_ID}-input", partitions=PARTITIONS)
+state = app.Table("state", default=str, partitions=PARTITIONS)
+
+
+@app.agent(source)
+async def keep(stream: Any) -> Any:
+    """state[key] = value, for every input record."""
+    async for key, value in stream.items():
+        state[key] = value
+
+
+@app.page("/bench/tasks/")
+async def tasks(web: Any, request: Any) -> Any:
+    """The input partitions this worker runs now."""
+    mine = sorted(
+        tp.partition for tp in app.assignor.assigned_actives() if tp.topic == source.topics[0]
+    )
+    return web.json({"tasks": mine})

@@ -1,0 +1,50 @@
+"""The rebalance benchmark's pure parts: per-task gaps, phase figures, the table."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks import rebalance  # noqa: E402
+from benchmarks.rebalance_traffic import task_gaps  # noqa: E402
+
+
+def test_a_task_gap_is_its_longest_stretch_without_progress_in_the_window() -> None:
+    times = {
+        0: [9.0, 10.5, 11.0, 14.0, 15.5, 21.0],  # outside the window: 9.0 and 21.0
+        1: [],  # nothing in the window: the whole window
+        2: [20.0, 10.0, 12.0],  # any order
+    }
+    gaps = task_gaps(times, start=10.0, end=20.0, tasks=range(4))
+    assert gaps == {0: 4.5, 1: 10.0, 2: 8.0, 3: 10.0}
+
+
+def test_a_phase_tells_the_moved_tasks_from_the_pause_of_the_kept_ones() -> None:
+    phase = rebalance.Phase("cold", "scale-out", {0: 1.5, 1: 2.0, 2: 9.0}, frozenset({2}))
+    assert (phase.worst, phase.worst_moved, phase.pause) == (9.0, 9.0, 2.0)
+    still = rebalance.Phase("cold", "scale-in", {0: 1.0}, frozenset())
+    assert (still.worst_moved, still.pause) == (None, 1.0)
+
+
+def test_the_table_gives_ratios_against_warm_ups_per_phase() -> None:
+    phases = [
+        rebalance.Phase("warm-ups", "scale-out", {0: 2.0, 1: 2.0}, frozenset({1})),
+        rebalance.Phase("cold", "scale-out", {0: 2.0, 1: 10.0}, frozenset({1})),
+        rebalance.Phase("faust", "kill -9", {0: 12.0}, frozenset({0})),
+    ]
+    lines = rebalance.report(phases).splitlines()
+    assert lines[0].split()[:3] == ["phase", "/", "variant"]
+    cold = next(line for line in lines if line.startswith("scale-out / cold"))
+    assert cold.split()[-2:] == ["5.0x", "5.0x"]
+    faust = next(line for line in lines if line.startswith("kill -9 / faust"))
+    assert faust.split()[-3:] == ["1", "-", "-"]  # no kept task, no warm-ups run
+
+
+def test_every_variant_is_run_by_default() -> None:
+    args = rebalance.build_parser().parse_args([])
+    assert args.variants.split(",") == ["warm-ups", "cold", "faust"]
+    assert rebalance.VARIANTS["cold"][1] == {"STREAMJOIN_MAX_WARMUP_REPLICAS": "0"}
