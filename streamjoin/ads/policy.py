@@ -20,6 +20,7 @@ from streamjoin.ads.attribution import (
     Impression,
     Outcome,
     TaskAttribution,
+    loads,
 )
 from streamjoin.join.policy import BadRecord, Emission, PolicyTask
 from streamjoin.join.state import KVState
@@ -56,7 +57,7 @@ def _fields(value: bytes | None, spec: dict[str, Any], what: str) -> dict[str, A
     if value is None:
         raise BadRecord(f"{what}: empty value")
     try:
-        doc = json.loads(value)
+        doc = loads(value)
     except (UnicodeDecodeError, ValueError) as exc:
         raise BadRecord(f"{what}: not JSON ({exc.__class__.__name__}: {exc})") from None
     if not isinstance(doc, dict):

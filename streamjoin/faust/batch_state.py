@@ -20,7 +20,12 @@ class BatchState:
     def __init__(self) -> None:
         self.db: Any = None
         self._over: dict[bytes, bytes | None] = {}
-        self._over_keys: list[bytes] = []
+        self._it: Any = None
+        self._it_db: Any = None
+        #: the overlay's keys, sorted, per first byte (a key family): records of
+        #: time-ordered families land at the end of theirs, and a family's list
+        #: only holds the batch's writes to it
+        self._over_keys: dict[int, list[bytes]] = {}
         #: content writes of this batch in the order they were made, for the
         #: changelog: any prefix of it is a state the logic passed through
         self.content: list[tuple[bytes, bytes | None]] = []
@@ -47,12 +52,8 @@ class BatchState:
         self._write(key, None)
 
     def scan(self, start: bytes, end: bytes) -> list[tuple[bytes, bytes]]:
-        import rocksdict
-
         found: dict[bytes, bytes] = {}
-        options = rocksdict.ReadOptions()
-        options.set_iterate_upper_bound(end)
-        it = self.db.iter(options)
+        it = self._iterator()
         it.seek(start)
         while it.valid():
             key = it.key()
@@ -60,12 +61,10 @@ class BatchState:
                 break
             found[key] = it.value()
             it.next()
-        del it
-        lo = bisect.bisect_left(self._over_keys, start)
-        hi = bisect.bisect_left(self._over_keys, end)
-        if lo == hi:
+        overlay = self._overlay(start, end)
+        if not overlay:
             return list(found.items())
-        for key in self._over_keys[lo:hi]:
+        for key in overlay:
             value = self._over[key]
             if value is None:
                 found.pop(key, None)
@@ -91,13 +90,42 @@ class BatchState:
         self.db.write(batch)
         self.discard()
 
+    def _iterator(self) -> Any:
+        """One RocksDB iterator for the whole batch: the database does not
+        change until :meth:`commit`, so every scan of the batch seeks the same
+        one instead of creating its own."""
+        if self._it is None or self._it_db is not self.db:
+            self._it = self.db.iter()
+            self._it_db = self.db
+        return self._it
+
     def discard(self) -> None:
         """Forget the batch (after a commit, or when the task is dropped)."""
+        self._it = self._it_db = None
         self._over.clear()
         self._over_keys.clear()
         self.content.clear()
 
+    def _overlay(self, start: bytes, end: bytes) -> list[bytes]:
+        """The overlay's keys in ``[start, end)``, in order."""
+        if not self._over_keys or start >= end:
+            return []
+        first = start[0] if start else 0
+        last = end[0] if end else 255
+        out: list[bytes] = []
+        for family in sorted(f for f in self._over_keys if first <= f <= last):
+            keys = self._over_keys[family]
+            out.extend(keys[bisect.bisect_left(keys, start) : bisect.bisect_left(keys, end)])
+        return out
+
     def _write(self, key: bytes, value: bytes | None) -> None:
         if key not in self._over:
-            bisect.insort(self._over_keys, key)
+            family = key[0] if key else 0
+            keys = self._over_keys.get(family)
+            if keys is None:
+                self._over_keys[family] = [key]
+            elif key > keys[-1]:
+                keys.append(key)
+            else:
+                bisect.insort(keys, key)
         self._over[key] = value

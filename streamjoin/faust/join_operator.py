@@ -346,13 +346,15 @@ class Join:
         consumer = self.app.consumer
         for partition in sorted(self._tasks):
             task = self._tasks[partition]
-            received = task.take_inbox()
+            received = task.take_inbox(self.batch_max)
             idle = task.going_idle(now, consumer, topics)
             if not received and not idle:
                 continue
             batch.touched.append(task)
             batch.outputs.extend(task.stage(received, idle, self._router))
         self._buffered = self._waiting()
+        if self._buffered:
+            self._wake.set()  # more than batch_max were waiting: next batch now
         self.intake.drained()
         return batch
 

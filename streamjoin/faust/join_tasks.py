@@ -214,10 +214,24 @@ class JoinTask:
         """The number of records in the inbox."""
         return sum(len(records) for _, records, _ in self.inbox)
 
-    def take_inbox(self) -> list[Chunk]:
-        """The records received since the last batch; the inbox is empty after."""
-        received, self.inbox = self.inbox, []
-        return received
+    def take_inbox(self, limit: int | None = None) -> list[Chunk]:
+        """The oldest records received since the last batch, at most *limit*
+        of them (``None``: all); the rest stay in the inbox."""
+        if limit is None:
+            taken, self.inbox = self.inbox, []
+            return taken
+        taken = []
+        inbox = self.inbox
+        while inbox and limit > 0:
+            side, records, event = inbox[0]
+            if len(records) <= limit:
+                taken.append(inbox.pop(0))
+                limit -= len(records)
+            else:
+                taken.append((side, records[:limit], event))
+                inbox[0] = (side, records[limit:], event)
+                limit = 0
+        return taken
 
     def unread(self, consumer: Any, topics: Mapping[str, str]) -> dict[str, bool]:
         """Per side: may the consumer still have records of this task to deliver?"""
