@@ -18,13 +18,18 @@ One run, one embedded broker, three parts (each can be skipped or sized down):
    processed record and the first poll that sees all of them, over the time
    between the two, so worker start-up and the group join are not timed.
 
+1b. **Scaling.** The same measurement for one worker on backlogs of 1 and 2
+   partitions and for two workers of one group on part 1's backlog
+   (``join_scaling.py``), beside part 1's one worker on 4 partitions.
+
 2. **End-to-end latency.** A fresh streamjoin worker with a small grace gets
    the generator's events paced in real time (event time = wall clock) at
-   half the measured streamjoin throughput (or ``--latency-rate``); the
-   three outcome topics are consumed in this process. A click's latency is
-   the time its outcome was received (and, second figure, the outcome
-   record's Kafka timestamp, set by the join's producer at send time) minus
-   the wall time the click was produced. An outcome is final only once
+   each ``--latency-rate`` (default 4,000 and 1,000 records/s, p99 targets
+   grace + 1 s and grace + 0.5 s), one run per rate; the three outcome topics
+   are consumed in this process. A click's latency is the time its outcome
+   was received (and, second figure, the outcome record's Kafka timestamp, set
+   by the join's producer at send time) minus the wall time the click was
+   produced. An outcome is final only once
    decision time (the slower input's watermark) passes ``click.ts + grace``, so
    latency is about the grace.
 
@@ -34,12 +39,15 @@ One run, one embedded broker, three parts (each can be skipped or sized down):
    events as the operator does; the database is flushed and closed and its
    directory's bytes are divided by the events buffered.
 
-The parts are ``join_throughput.py``, ``join_latency.py`` and ``join_state.py``, over
-the shared ``benchmarks/harness``; this file is their command line and summary.
+The parts are ``join_throughput.py``, ``join_scaling.py``, ``join_latency.py`` and
+``join_state.py``, over the shared ``benchmarks/harness``; this file is their
+command line and summary. ``--profile`` runs part 1's join worker under cProfile
+(``join_profiled_app.py``; slower) and prints where its main thread's time goes.
 
     python benchmarks/join.py [--impressions 200000] [--latency-seconds 30]
-                              [--state-events 1000000] [--skip-throughput]
-                              [--skip-latency] [--skip-state]
+                              [--latency-rate N ...] [--state-events 1000000]
+                              [--skip-throughput] [--skip-scaling] [--skip-latency]
+                              [--skip-state] [--profile]
 """
 
 from __future__ import annotations
@@ -57,10 +65,11 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks import join_latency, join_state, join_throughput
-from benchmarks.harness.report import render_table, say, verdict
+from benchmarks import join_latency, join_scaling, join_state, join_throughput
+from benchmarks.harness.report import fmt_rate, render_table, say, verdict
 from benchmarks.harness.workers import BenchError, embedded_broker, exit_on_sigterm
 from benchmarks.join_latency import LatencyReport
+from benchmarks.join_scaling import ScalingRun
 from benchmarks.join_state import StateReport
 from benchmarks.join_throughput import BACKLOG_JITTER_MS, ThroughputReport
 
@@ -83,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     t.add_argument("--skip-throughput", action="store_true", help="skip part 1")
     t.add_argument("--skip-peer", action="store_true", help="part 1 without the faust peer")
+    t.add_argument("--skip-scaling", action="store_true", help="skip the scaling table (part 1b)")
     t.add_argument(
         "--profile",
         action="store_true",
@@ -95,7 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     lat.add_argument(
         "--latency-rate",
         type=float,
-        help="records/s cap (default: half the measured streamjoin throughput)",
+        action="append",
+        help="records/s of a latency run; repeat for several "
+        "(default: 4000 and 1000, p99 targets grace + 1 s and grace + 0.5 s)",
     )
     lat.add_argument(
         "--latency-grace-ms", type=int, default=2_000, help="the join's grace [%(default)s]"
@@ -160,12 +172,9 @@ def argument_problems(args: argparse.Namespace) -> list[str]:
         "must be a positive number",
         args.latency_seconds,
     )
-    if args.latency_rate is not None:
+    for rate in args.latency_rate or ():
         need(
-            finite_positive(args.latency_rate),
-            "--latency-rate",
-            "must be a positive number of records/s",
-            args.latency_rate,
+            finite_positive(rate), "--latency-rate", "must be a positive number of records/s", rate
         )
     need(args.latency_grace_ms >= 0, "--latency-grace-ms", "must be >= 0", args.latency_grace_ms)
     need(
@@ -183,23 +192,23 @@ def argument_problems(args: argparse.Namespace) -> list[str]:
     )
     if args.skip_throughput and args.skip_latency and args.skip_state:
         problems.append("--skip-throughput --skip-latency --skip-state: nothing left to run")
-    if args.skip_throughput and not args.skip_latency and args.latency_rate is None:
-        problems.append(
-            "--latency-rate: required with --skip-throughput (the latency run's rate is "
-            "half the measured streamjoin throughput)"
-        )
     return problems
 
 
 def summary_rows(
-    tp: ThroughputReport | None, lat: LatencyReport | None, st: StateReport | None
+    tp: ThroughputReport | None,
+    lat: LatencyReport | Sequence[LatencyReport] | None,
+    st: StateReport | None,
+    scaling: Sequence[ScalingRun] = (),
 ) -> list[list[str]]:
     """The final table's rows: figure, value, target, verdict."""
     rows = []
     if tp is not None:
         rows += join_throughput.summary_rows(tp)
-    if lat is not None:
-        rows += join_latency.summary_rows(lat)
+    for run in scaling:
+        rows.append([f"scaling: {run.label} records/s", fmt_rate(run.rate), "", ""])
+    for one in [lat] if isinstance(lat, LatencyReport) else lat or ():
+        rows += join_latency.summary_rows(one)
     if st is not None:
         rows += join_state.summary_rows(st)
     return rows
@@ -207,9 +216,11 @@ def summary_rows(
 
 def run_on_broker(
     args: argparse.Namespace, workdir: Path, run_id: str
-) -> tuple[ThroughputReport | None, LatencyReport | None]:
-    """Parts 1 and 2, on one embedded broker."""
-    tp = lat = None
+) -> tuple[ThroughputReport | None, list[ScalingRun], list[LatencyReport]]:
+    """Parts 1, 1b and 2, on one embedded broker."""
+    tp = None
+    scaling: list[ScalingRun] = []
+    lats: list[LatencyReport] = []
     with embedded_broker() as broker:
         say(f"embedded broker on {broker.bootstrap}; run id {run_id}")
         if not args.skip_throughput:
@@ -217,20 +228,23 @@ def run_on_broker(
             say()
             join_throughput.print_throughput(tp)
             say()
+            if not args.skip_scaling:
+                scaling = join_scaling.run_scaling(args, broker, workdir, run_id, tp)
+                say()
+                join_scaling.print_scaling(scaling, tp.peer.rate if tp.peer else None)
+                say()
         if not args.skip_latency:
-            measured = tp.streamjoin.rate if tp else None
-            rate = join_latency.latency_rate(measured, args.latency_rate)
-            if rate is None:
-                raise BenchError("no rate for the latency run: give --latency-rate")
             if tp:
                 per = tp.backlog.records_per_impression
             else:
                 per = join_latency.records_per_impression(args.seed)
-            lat = join_latency.run_latency(args, broker, workdir, run_id, rate, per)
-            say()
-            join_latency.print_latency(lat)
-            say()
-    return tp, lat
+            for rate in args.latency_rate or join_latency.DEFAULT_RATES:
+                lat = join_latency.run_latency(args, broker, workdir, run_id, rate, per)
+                say()
+                join_latency.print_latency(lat)
+                say()
+                lats.append(lat)
+    return tp, scaling, lats
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -239,12 +253,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     exit_on_sigterm()
     run_id = f"bj{os.getpid()}-{int(time.time()) % 100_000}"
-    tp = lat = st = None
+    tp = st = None
+    scaling: list[ScalingRun] = []
+    lats: list[LatencyReport] = []
     workdir = Path(tempfile.mkdtemp(prefix="sj-bench-join-"))
     say(f"working directory (worker logs, data): {workdir}")
     try:
         if not (args.skip_throughput and args.skip_latency):
-            tp, lat = run_on_broker(args, workdir, run_id)
+            tp, scaling, lats = run_on_broker(args, workdir, run_id)
         if not args.skip_state:
             st = join_state.run_state(args, workdir)
             say()
@@ -262,7 +278,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         shutil.rmtree(workdir, ignore_errors=True)
     say("summary")
-    rows = summary_rows(tp, lat, st)
+    rows = summary_rows(tp, lats, st, scaling)
     say(render_table(["figure", "value", "target", "verdict"], rows))
     ok = all(row[3] != verdict(False) for row in rows)
     return 0 if ok else 1

@@ -144,7 +144,7 @@ def test_summary_rows_report_targets() -> None:
     ours = measure.Throughput("streamjoin", 100_100, first, measure.Sample(20.0, 100_100))
     report = join_throughput.ThroughputReport(kafka.Backlog(), peer, ours, {"late": 3})
     rows = {row[0]: row for row in join.summary_rows(report, None, None)}
-    assert rows["streamjoin / peer"][1:] == ["50%", ">= 70%", "NOT met"]
+    assert rows["streamjoin / peer"][1:] == ["50%", ">= 100%", "NOT met"]
     assert rows["late records (throughput run)"][1:] == ["3", "0", "NOT met"]
 
     traffic = join_latency.Traffic(
@@ -155,8 +155,12 @@ def test_summary_rows_report_targets() -> None:
     assert lat.latencies(stamped=False) == [2_500.0, 1_000.0]
     assert lat.latencies(stamped=True) == [2_400.0, 900.0]
     rows = {row[0]: row for row in join.summary_rows(None, lat, None)}
-    assert rows["latency p99 ms (grace 2000 ms)"][1:] == ["2,500", "<= 3,000", "met"]
-    assert "clicks without an outcome" not in rows
+    # 300 records/s is a low rate: the target is grace + 0.5 s
+    assert rows["latency p99 ms at 300/s (grace 2000 ms)"][1:] == ["2,500", "<= 2,500", "met"]
+    assert rows["clicks without an outcome at 300/s"][1:] == ["0", "0", "met"]
+    fast = join_latency.LatencyReport(4_000.0, 3_000.0, 2_000, 1_000, 10.0, traffic)
+    rows = {row[0]: row for row in join.summary_rows(None, [lat, fast], None)}
+    assert rows["latency p99 ms at 4,000/s (grace 2000 ms)"][1:] == ["2,500", "<= 3,000", "met"]
 
 
 # -- arguments -----------------------------------------------------------------
@@ -184,7 +188,6 @@ def test_defaults_are_valid() -> None:
         (["--state-events", "0"], "--state-events: must be >= 1"),
         (["--state-commit-every", "0"], "--state-commit-every: must be >= 1"),
         (["--timeout", "0"], "--timeout: must be a positive number"),
-        (["--skip-throughput"], "--latency-rate: required with --skip-throughput"),
         (
             ["--skip-throughput", "--skip-latency", "--skip-state"],
             "nothing left to run",
