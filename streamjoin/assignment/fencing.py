@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from streamjoin.assignment.model import MemberState, TaskGroup
 
@@ -64,7 +65,9 @@ def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) ->
     fenced = 0
     standby_holders: dict[Task, list[int]] = {}
     changelog_group = {t: g for g in groups for t in g.changelogs}
-    reporters: dict[Task, list[int]] = {}
+    changelog_index = {t: i for g in groups for i, t in enumerate(g.changelogs)}
+    # task -> member -> its offset of each of the task's changelogs (None: not reported)
+    reports: dict[Task, dict[int, list[int | None]]] = {}
     latest = max((m.generation for m in members if m.generation is not None), default=None)
     warmups: dict[Task, list[int]] = {}
     for m, member in enumerate(members):
@@ -73,11 +76,16 @@ def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) ->
             if reported_group is None or m not in eligible_sets[reported_group.index]:
                 continue
             gi, limit = reported_group.index, reported_group.partitions
-            for p in offsets:
+            ci, width = changelog_index[topic], len(reported_group.changelogs)
+            for p, offset in offsets.items():
                 if 0 <= p < limit:
-                    entry = reporters.setdefault((gi, p), [])
-                    if not entry or entry[-1] != m:
-                        entry.append(m)
+                    by_member = reports.get((gi, p))
+                    if by_member is None:
+                        by_member = reports[(gi, p)] = {}
+                    own = by_member.get(m)
+                    if own is None:
+                        own = by_member[m] = [None] * width
+                    own[ci] = offset
         gen = member.generation
         if gen is not None and gen == latest:
             # warm-ups count only from the latest assignment: an older one is stale
@@ -148,7 +156,7 @@ def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) ->
     return History(
         owner=owner,
         standby_holders=holders,
-        warm=Lags(members, groups, reporters),
+        warm=Lags(reports),
         contested=frozenset(contested),
         fenced=fenced,
         former=formers,
@@ -166,16 +174,10 @@ class Lags:
     ``acceptable_recovery_lag``.
     """
 
-    def __init__(
-        self,
-        members: Sequence[MemberState],
-        groups: Sequence[TaskGroup],
-        reporters: Mapping[Task, Sequence[int]],
-    ) -> None:
-        self._members = members
-        self._groups = groups
-        self._reporters = reporters
+    def __init__(self, reports: Mapping[Task, Mapping[int, Sequence[int | None]]]) -> None:
+        self._reports = reports
         self._cache: dict[Task, tuple[tuple[int, int], ...] | None] = {}
+        self._dicts: dict[Task, dict[int, int]] = {}
 
     def get(
         self, task: Task, default: tuple[tuple[int, int], ...] | None = None
@@ -189,22 +191,44 @@ class Lags:
 
     def of(self, task: Task) -> dict[int, int]:
         """Member -> lag of every member that reported offsets for all of the task."""
-        return {m: lag for lag, m in self.get(task) or ()}
+        found = self._dicts.get(task)
+        if found is None:
+            found = self._dicts[task] = {m: lag for lag, m in self.get(task) or ()}
+        return found
+
+    def is_caught_up(self, task: Task, m: int, acceptable_lag: int) -> bool:
+        """Is member ``m`` caught up on ``task``? (The common question, answered cheaply.)"""
+        by_member = self._reports.get(task)
+        if not by_member:
+            return False
+        own = by_member.get(m)
+        if own is None or None in own:
+            return False
+        if len(own) == 1:
+            mine = cast(int, own[0])
+            for other in by_member.values():
+                theirs = other[0]
+                if theirs is not None and theirs - mine > acceptable_lag and None not in other:
+                    return False
+            return True
+        return self.of(task).get(m, acceptable_lag + 1) <= acceptable_lag
 
     def _compute(self, task: Task) -> tuple[tuple[int, int], ...] | None:
-        gi, p = task
-        topics = self._groups[gi].changelogs
-        if not topics:
+        by_member = self._reports.get(task)
+        if not by_member:
             return None
-        reported: list[tuple[int, list[int]]] = []
-        for m in self._reporters.get(task, ()):
-            offsets = self._members[m].offsets
-            own = [offsets.get(t, {}).get(p) for t in topics]
-            if all(o is not None for o in own):
-                reported.append((m, [o for o in own if o is not None]))
+        # members that reported every changelog of the task (no None left)
+        reported = cast(
+            list[tuple[int, Sequence[int]]],
+            [(m, own) for m, own in by_member.items() if None not in own],
+        )
         if not reported:
             return None
-        best = [max(own[i] for _, own in reported) for i in range(len(topics))]
+        if len(reported[0][1]) == 1:  # one changelog: the common case, kept cheap
+            best = max(own[0] for _, own in reported)
+            return tuple(sorted((best - own[0], m) for m, own in reported))
+        width = len(reported[0][1])
+        top = [max(own[i] for _, own in reported) for i in range(width)]
         return tuple(
-            sorted((sum(b - o for b, o in zip(best, own, strict=True)), m) for m, own in reported)
+            sorted((sum(b - o for b, o in zip(top, own, strict=True)), m) for m, own in reported)
         )

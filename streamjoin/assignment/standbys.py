@@ -40,13 +40,16 @@ def place_standbys(
     wanted: list[list[int]] = []
     spans: list[list[int]] = []
     demands: list[Demand] = []
+    layouts: dict[tuple[int, ...], _Layout] = {}  # groups with the same members share one
     for group, owner, warmup in zip(groups, owners, warmups, strict=True):
         if not group.stateful or replicas <= 0 or len(group.eligible) < 2:
             wanted.append([0] * group.partitions)
             spans.append([1] * group.partitions)
             demands.append(Demand(0, group.eligible, {}))
             continue
-        layout = _Layout(group.eligible, hosts, racks)
+        layout = layouts.get(group.eligible)
+        if layout is None:
+            layout = layouts[group.eligible] = _Layout(group.eligible, hosts, racks)
         counts: list[int] = []
         span: list[int] = []
         for o, w in zip(owner, warmup, strict=True):
@@ -122,7 +125,7 @@ def place_standbys(
                 if pick is None and need_rack:
                     used_hosts = {hosts[o], *(hosts[c] for c in chosen[p])}
                     pick = rooms.fresh_rack(used_racks, used_hosts, w, hosts)
-                    if pick is not None and rooms.room[pick] <= 0:
+                    if pick is not None and rooms.room.get(pick, 0) <= 0:
                         relaxed = True
                 if pick is None:
                     freed = _swap(p, owner, warmup, chosen, hosts, rooms)
@@ -183,55 +186,58 @@ class _Layout:
 
 
 class _Rooms:
-    """Standby room left per member: one heap over members with room, one per rack."""
+    """Standby room left per member: a heap over members with room, and per rack
+    (built on first need: rack-safety picks that no member with room offers)."""
 
     def __init__(
         self, quota: Mapping[int, int], eligible: Sequence[int], racks: Sequence[str | None]
     ) -> None:
-        self.room: dict[int, int] = {m: quota.get(m, 0) for m in eligible}
+        self.room: dict[int, int] = {m: r for m, r in quota.items() if r}
+        self.eligible = eligible
         self.racks = racks
-        self.seq = 0
         self.heap: list[tuple[int, int, int]] = [
             (-r, m, m) for m, r in sorted(self.room.items()) if r > 0
         ]
         heapq.heapify(self.heap)
-        self.by_rack: dict[str | None, list[tuple[int, int, int]]] = {}
-        for m, r in sorted(self.room.items()):
-            self.by_rack.setdefault(racks[m], []).append((-r, m, m))
-        for entries in self.by_rack.values():
-            heapq.heapify(entries)
+        self.by_rack: dict[str | None, list[tuple[int, int, int]]] | None = None
         self.seq = len(racks)
 
     def take(self, m: int) -> None:
-        self.room[m] = self.room.get(m, 0) - 1
-        self.seq += 1
-        entry = (-self.room[m], self.seq, m)
-        if self.room[m] > 0:
-            heapq.heappush(self.heap, entry)
-        heapq.heappush(self.by_rack.setdefault(self.racks[m], []), entry)
+        self._changed(m, self.room.get(m, 0) - 1)
 
-    def give(self, m: int) -> None:
-        self.room[m] = self.room.get(m, 0) + 1
+    def _changed(self, m: int, room: int) -> None:
+        self.room[m] = room
         self.seq += 1
-        entry = (-self.room[m], self.seq, m)
-        if self.room[m] > 0:
+        entry = (-room, self.seq, m)
+        if room > 0:
             heapq.heappush(self.heap, entry)
-        heapq.heappush(self.by_rack.setdefault(self.racks[m], []), entry)
+        if self.by_rack is not None:
+            heapq.heappush(self.by_rack.setdefault(self.racks[m], []), entry)
+
+    def _rack_heaps(self) -> dict[str | None, list[tuple[int, int, int]]]:
+        if self.by_rack is None:
+            self.by_rack = {}
+            for m in self.eligible:
+                self.by_rack.setdefault(self.racks[m], []).append((-self.room.get(m, 0), m, m))
+            for entries in self.by_rack.values():
+                heapq.heapify(entries)
+        return self.by_rack
 
     def fresh_rack(
         self, used_racks: set[str | None], used_hosts: set[str], warmup: int, hosts: Sequence[str]
     ) -> int | None:
         """The member with the most room (over quota if need be) on a rack not used yet."""
+        by_rack = self._rack_heaps()
         best: tuple[int, int] | None = None
-        for rack in sorted(self.by_rack, key=lambda r: (r is None, r or "")):
+        for rack in sorted(by_rack, key=lambda r: (r is None, r or "")):
             if rack in used_racks:
                 continue
-            heap = self.by_rack[rack]
+            heap = by_rack[rack]
             skipped: list[tuple[int, int, int]] = []
             while heap and len(skipped) < _SEARCH_DEPTH:
                 entry = heapq.heappop(heap)
                 m = entry[2]
-                if self.room.get(m) != -entry[0]:
+                if self.room.get(m, 0) != -entry[0]:
                     continue  # stale
                 skipped.append(entry)
                 if hosts[m] not in used_hosts and m != warmup:

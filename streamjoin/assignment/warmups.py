@@ -62,11 +62,15 @@ def settle(
         owner = list(target)
         warmup = [-1] * group.partitions
         if group.stateful:
-            eligible = frozenset(group.eligible)
+            lags_of, caught_up = history.warm.of, history.warm.is_caught_up
             for p, t in enumerate(target):
-                lags = {
-                    m: lag for m, lag in history.warm.of((group.index, p)).items() if m in eligible
-                }
+                task = (group.index, p)
+                if caught_up(task, t, acceptable_lag):
+                    if t != previous[p]:
+                        warm += 1
+                    continue
+                # (only eligible members report offsets: fencing leaves out the others)
+                lags = lags_of(task)
                 chosen, wants_warmup = _holder(lags, t, previous[p], acceptable_lag, hosts)
                 if chosen != t and cap != 0:
                     if wants_warmup and (budget is None or budget > 0):
