@@ -88,3 +88,15 @@ def test_every_worker_holds_every_write_of_a_global_table(workers: Any, tmp_path
     took = time.monotonic() - start
     # agent processing + changelog send + the followers' fetch wait (0.5 s) + 0.2 s report
     assert took < 3, f"the last writes took {took:.1f}s to reach every worker"
+    # the lag shown per global partition (changelog_lags) comes down to 0 everywhere
+    changelog = f"{app_id}-gt-changelog"
+
+    def caught_up(name: str) -> bool:
+        try:
+            rows = json.loads((tmp_path / name / "lags.json").read_text())
+        except (OSError, ValueError):
+            return False
+        lags = {p: lag for t, p, lag in rows if t == changelog}
+        return sorted(lags) == [0, 1, 2, 3] and set(lags.values()) == {0}
+
+    wait_until(lambda: all(caught_up(n) for n in names), 10, "global lags of 0", 0.2)

@@ -1,6 +1,7 @@
 """A global table written by an agent on every worker (``gt[key] = key`` per record of
 the writes topic); every 0.2 s each worker writes the keys its copy holds to
-``global.json`` under its data directory.
+``global.json`` under its data directory, and the lag of each followed
+changelog partition (``changelog_lags``) to ``lags.json``.
 
 Environment: SJ_TEST_APP_ID names the app and prefixes its topics.
 """
@@ -33,4 +34,10 @@ async def report() -> None:
     path = Path(app.conf.datadir) / "global.json"
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(sorted(k for k, v in table.items() if v == k)))
+    tmp.replace(path)
+    # records each followed global partition is behind its changelog's end
+    lags = app.tables.recovery.changelog_lags()
+    path = Path(app.conf.datadir) / "lags.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps([[t, p, lag] for (t, p), lag in lags.items()]))
     tmp.replace(path)
