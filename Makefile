@@ -35,15 +35,17 @@ lint: $(STAMP)
 	$(BIN)/ruff check streamjoin tests benchmarks examples
 	$(BIN)/mypy $(PURE)
 
+# every test, then faust-streaming's own tests with streamjoin's classes swapped in
 test: lint
 	$(BIN)/pytest
+	$(BIN)/python tests/faust_compat/faust_compat_run.py
 
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit
 
 # faust-streaming's own tests (from its sdist, downloaded into $(VENV)/faust-src on
 # first use) run with faust's assignor and table manager, then with streamjoin's;
-# fails when a test passes with faust's classes and not with ours. Not in `make test`.
+# fails when a test passes with faust's classes and not with ours. Also run by `make test`.
 test-faust-compat: $(STAMP)
 	$(BIN)/python tests/faust_compat/faust_compat_run.py
 
