@@ -7,18 +7,24 @@ database under them is the one they left.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import faust
+import pytest
 import rocksdict
 
 from streamjoin.ads.policy import AdAttribution
-from streamjoin.faust.join_tasks import LEFT, RIGHT, JoinTask
+from streamjoin.faust.join_stats import JoinStats
+from streamjoin.faust.join_tasks import LEFT, RIGHT, Chunk, Fetched, JoinTask, Output, RecordRouter
 from streamjoin.join import keys
 from streamjoin.join.window import JoinWindow
 
 OFFSET_KEY = b"__faust\0offset__"
 POLICY = AdAttribution(JoinWindow(before=0, after=2_000, grace=500))
+BASE = 1_767_225_600_000
+TOPICS = {LEFT: "impressions", RIGHT: "clicks"}
 
 
 def _db(path: Path) -> rocksdict.Rdict:
@@ -90,3 +96,120 @@ def test_a_resumed_task_forgets_idleness_as_a_reopened_one_does(tmp_path: Path) 
     task.resume(9)
     assert task.idle == set()
     assert logic.logic.marks.idle == set()
+
+
+@pytest.fixture(scope="module")
+def app() -> faust.App:
+    return faust.App("hold-test", broker="kafka://127.0.0.1:9", store="memory://")
+
+
+@pytest.fixture
+def router(app: faust.App) -> RecordRouter:
+    outputs = {name: app.topic(f"out-{name}") for name in POLICY.outputs}
+    return RecordRouter("billing", POLICY, JoinStats(), outputs, app.topic("dead"))
+
+
+def _db(path: Path) -> rocksdict.Rdict:
+    return rocksdict.Rdict(str(path), options=rocksdict.Options(raw_mode=True))
+
+
+def _inputs(n: int) -> dict[str, list[bytes]]:
+    """Values of both inputs, in offset order: an impression every 300 ms, most
+    with a click 100 ms later, some with a second one (a duplicate)."""
+    impressions, clicks = [], []
+    for i in range(n):
+        ts = BASE + i * 300
+        impressions.append(
+            json.dumps(
+                {
+                    "auction_id": f"a{i}",
+                    "impression_id": f"i{i}",
+                    "campaign": "c",
+                    "cost": 0.5,
+                    "ts_ms": ts,
+                }
+            ).encode()
+        )
+        for k in range(1 + (i % 4 == 0) if i % 3 else 0):
+            doc = {"auction_id": f"a{i}", "click_id": f"k{i}-{k}", "ts_ms": ts + 100 + k}
+            clicks.append(json.dumps(doc).encode())
+    # a click with no impression, so not every outcome is attributed
+    clicks.append(json.dumps({"auction_id": "zz", "click_id": "orphan", "ts_ms": BASE}).encode())
+    return {LEFT: impressions, RIGHT: clicks}
+
+
+def _record(side: str, offset: int, value: bytes) -> Fetched:
+    doc = json.loads(value)
+    return Fetched(TOPICS[side], 0, offset, doc["auction_id"].encode(), value, doc["ts_ms"])
+
+
+def _interleaved(inputs: dict[str, list[bytes]], start: dict[str, int]) -> list[Chunk]:
+    """Both inputs from *start* on, one record at a time, alternately (as a
+    consumer may deliver them)."""
+    chunks: list[Chunk] = []
+    cursors = dict(start)
+    while any(cursors[s] < len(inputs[s]) for s in (LEFT, RIGHT)):
+        for side in (LEFT, RIGHT):
+            if cursors[side] < len(inputs[side]):
+                chunks.append(
+                    (side, [_record(side, cursors[side], inputs[side][cursors[side]])], None)
+                )
+                cursors[side] += 1
+    return chunks
+
+
+def _batch(
+    task: JoinTask, router: RecordRouter, received: list[Chunk], changelog: int
+) -> list[Output]:
+    """Apply *received* as one batch and make it durable in RocksDB (no broker here)."""
+    for side, records, _ in received:
+        task.see(side, records[0].offset)
+    out = task.stage(received, [], router)
+    task.state.commit(OFFSET_KEY, changelog)
+    task.unacked.clear()
+    task.unacked_range.clear()
+    return out
+
+
+def _outcomes(outputs: list[Output]) -> list[tuple[str, bytes | None, bytes]]:
+    return [(topic, key, value) for topic, key, value, _ in outputs]
+
+
+def test_a_parked_task_skips_what_it_applied_and_applies_the_rest_once(
+    app: faust.App, router: RecordRouter, tmp_path: Path
+) -> None:
+    inputs = _inputs(60)
+    everything = _interleaved(inputs, {LEFT: 0, RIGHT: 0})
+    reference_task = JoinTask(0, POLICY, max_idle_ms=1_000)
+    reference_task.open(_db(tmp_path / "reference"), 0)
+    reference = _batch(reference_task, router, everything, 0)
+    assert reference, "the inputs decide some clicks"
+
+    db = _db(tmp_path / "parked")
+    task = JoinTask(0, POLICY, max_idle_ms=1_000)
+    task.open(db, 0)
+    first, buffered = everything[:50], everything[50:70]
+    got = _batch(task, router, first, 0)
+    for side, records, _ in buffered:  # received, not applied yet when the rebalance starts
+        task.see(side, records[0].offset)
+        task.receive(side, records, None, 1)
+    position = dict(task.position)
+
+    assert task.park() == len(buffered)
+    assert task.inbox == [] and task.next_seen == position
+    task.mark_parked(db, OFFSET_KEY)
+    assert task.can_resume(db, OFFSET_KEY)
+    task.resume(5)
+    assert task.last_record_ms == {LEFT: 5, RIGHT: 5}
+
+    # the consumer goes back to the committed offset, before the position
+    committed = {side: max(0, (position[side] or 0) - 7) for side in (LEFT, RIGHT)}
+    again = _interleaved(inputs, committed)
+    skipped_before = router.stats.skipped_replays
+    got += _batch(task, router, again, 1)
+    assert router.stats.skipped_replays - skipped_before == sum(
+        (position[s] or 0) - committed[s] for s in (LEFT, RIGHT)
+    )
+    assert _outcomes(got) == _outcomes(reference)
+    clicks = [key for _, key, _ in _outcomes(got)]
+    assert len(clicks) == len(set(clicks)), "a click got two outcomes"
