@@ -244,7 +244,13 @@ class JoinTask:
 
     def going_idle(self, now_ms: int, consumer: Any, topics: Mapping[str, str]) -> list[str]:
         """The inputs that became idle: caught up with their partition (position
-        at the fetch high watermark) and without a record for ``max_idle_ms``."""
+        at the fetch high watermark) and without a record for ``max_idle_ms``.
+
+        Records still in the inbox (beyond what a batch takes) are records:
+        their input is not idle, and its silence starts again after them.
+        """
+        for side, _, _ in self.inbox:
+            self.last_record_ms[side] = now_ms
         silent = [
             side
             for side in SIDES

@@ -1,0 +1,162 @@
+"""The join's bulk intake from faust's consumer, its range acks and a task's inbox.
+
+Fakes stand for faust's consumer and app (only the attributes the intake reads);
+nothing here talks to a broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from typing import Any
+
+from faust.types import TP
+
+from streamjoin.ads.policy import AdAttribution
+from streamjoin.faust.join_intake import Intake, ack_range
+from streamjoin.faust.join_tasks import LEFT, RIGHT, Fetched, JoinTask
+
+
+class _Topics:
+    def __init__(self, readers: dict[str, int]) -> None:
+        self._topic_name_index = {t: set(range(n)) for t, n in readers.items()}
+
+    def acks_enabled_for(self, topic: str) -> bool:
+        return True
+
+
+class _App:
+    def __init__(self, readers: dict[str, int]) -> None:
+        self.topics = _Topics(readers)
+        self.consumer = _Consumer(self)
+        self.consumer_generation_id = 1
+
+
+class _Consumer:
+    def __init__(self, app: _App) -> None:
+        self.app = app
+        self.flow_active = True
+        self.should_stop = False
+        self._committed_offset: dict[Any, int | None] = defaultdict(lambda: None)
+        self._acked: dict[Any, list[int]] = defaultdict(list)
+        self._acked_index: dict[Any, set[int]] = defaultdict(set)
+        self._n_acked = 0
+        self._waiting_for_ack = None
+
+    async def _getmany(self, active_partitions: Any, timeout: float) -> Any:
+        return {}
+
+
+def _records(topic: str, partition: int, offsets: range) -> list[Fetched]:
+    return [Fetched(topic, partition, o, b"k", b"{}", 0) for o in offsets]
+
+
+def _intake(app: _App, got: list[tuple[str, int, int]], accepting: bool = True) -> Intake:
+    intake = Intake(
+        app,
+        ["imps", "clicks"],
+        lambda topic, partition, records: got.append((topic, partition, len(records))),
+        high_water=10_000,
+        buffered=lambda: 0,
+        accepting=lambda: accepting,
+    )
+    intake.install()
+    return intake
+
+
+def test_the_join_takes_its_exclusive_active_partitions_and_leaves_the_rest() -> None:
+    app = _App({"imps": 1, "clicks": 1, "other": 1})
+    got: list[tuple[str, int, int]] = []
+    intake = _intake(app, got)
+    fetch = {
+        TP("imps", 0): _records("imps", 0, range(5)),
+        TP("clicks", 1): _records("clicks", 1, range(3)),
+        TP("clicks", 2): _records("clicks", 2, range(2)),  # paused: not active
+        TP("other", 0): _records("other", 0, range(4)),
+    }
+    active = {TP("imps", 0), TP("clicks", 1), TP("other", 0)}
+    asyncio.run(intake.take(app.consumer, fetch, active))
+    assert got == [("imps", 0, 5), ("clicks", 1, 3)]
+    assert set(fetch) == {TP("clicks", 2), TP("other", 0)}
+
+
+def test_a_topic_another_agent_reads_is_left_to_faust() -> None:
+    app = _App({"imps": 2, "clicks": 1})
+    got: list[tuple[str, int, int]] = []
+    intake = _intake(app, got)
+    fetch = {TP("imps", 0): _records("imps", 0, range(5))}
+    asyncio.run(intake.take(app.consumer, fetch, None))
+    assert got == [] and TP("imps", 0) in fetch
+
+
+def test_records_fetched_while_revoking_are_dropped_not_left_to_faust() -> None:
+    app = _App({"imps": 1, "clicks": 1})
+    got: list[tuple[str, int, int]] = []
+    intake = _intake(app, got, accepting=False)
+    fetch = {TP("imps", 0): _records("imps", 0, range(5))}
+    asyncio.run(intake.take(app.consumer, fetch, None))
+    assert got == [] and fetch == {}
+
+
+def test_nothing_is_taken_while_faust_stops_the_flow() -> None:
+    app = _App({"imps": 1, "clicks": 1})
+    got: list[tuple[str, int, int]] = []
+    intake = _intake(app, got)
+    app.consumer.flow_active = False
+    fetch = {TP("imps", 0): _records("imps", 0, range(5))}
+    asyncio.run(intake.take(app.consumer, fetch, None))
+    assert got == [] and TP("imps", 0) in fetch
+
+
+def test_ack_range_does_what_faust_acks_would_per_offset() -> None:
+    app = _App({"imps": 1})
+    consumer = app.consumer
+    tp = TP("imps", 0)
+    consumer._committed_offset[tp] = 10
+    assert ack_range(consumer, tp, 5, 14) == 5  # below the committed offset: left out
+    assert ack_range(consumer, tp, 12, 16) == 2  # 12..14 were acked already
+    assert consumer._acked[tp] == [10, 11, 12, 13, 14, 15, 16]
+    assert consumer._acked_index[tp] == set(range(10, 17))
+    assert consumer._n_acked == 7
+    assert ack_range(consumer, tp, 20, 19) == 0
+
+
+def _task() -> JoinTask:
+    return JoinTask(0, AdAttribution(), max_idle_ms=100)
+
+
+def test_a_batch_takes_at_most_its_limit_and_the_rest_stays_in_order() -> None:
+    task = _task()
+    task.receive(LEFT, _records("imps", 0, range(0, 6)), None, 0)
+    task.receive(RIGHT, _records("clicks", 0, range(0, 3)), None, 0)
+    first = task.take_inbox(4)
+    assert [(side, [r.offset for r in rs]) for side, rs, _ in first] == [(LEFT, [0, 1, 2, 3])]
+    assert task.waiting == 5
+    rest = task.take_inbox()
+    assert [(side, [r.offset for r in rs]) for side, rs, _ in rest] == [
+        (LEFT, [4, 5]),
+        (RIGHT, [0, 1, 2]),
+    ]
+    assert task.waiting == 0
+
+
+def test_an_input_with_records_still_in_the_inbox_is_not_idle() -> None:
+    task = _task()
+    task.receive(LEFT, _records("imps", 0, range(0, 6)), None, 0)
+    task.next_seen[RIGHT] = 0
+    consumer = _HighWater({"imps": 6, "clicks": 0})
+    task.take_inbox(2)  # 4 impressions left for the next batch
+    # long after the last record was received, both caught up with the fetch
+    assert task.going_idle(10_000, consumer, {LEFT: "imps", RIGHT: "clicks"}) == [RIGHT]
+    task.take_inbox()
+    # its silence starts again after those records
+    assert LEFT not in task.going_idle(10_050, consumer, {LEFT: "imps", RIGHT: "clicks"})
+    assert task.going_idle(10_100, consumer, {LEFT: "imps", RIGHT: "clicks"}) == [LEFT, RIGHT]
+
+
+class _HighWater:
+    def __init__(self, ends: dict[str, int]) -> None:
+        self.ends = ends
+
+    def highwater(self, tp: TP) -> int:
+        return self.ends[tp.topic]
