@@ -250,7 +250,12 @@ class Restorer(Service):
         consumer = app.consumer
         timeout = app.conf.broker_request_timeout
         await app.on_rebalance_complete.send()
-        await asyncio.wait_for(consumer.perform_seek(), timeout=timeout)
+        if consumer.assignment():
+            await asyncio.wait_for(consumer.perform_seek(), timeout=timeout)
+        else:
+            # nothing assigned (e.g. the group's topics do not exist yet): the
+            # consumer has nothing to seek (aiokafka would refuse), the app idles
+            logger.info("resuming with an empty assignment")
         if self._stale(generation_id):
             return None
         app.flow_control.resume()
