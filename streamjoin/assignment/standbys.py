@@ -52,10 +52,13 @@ def place_standbys(
             layout = layouts[group.eligible] = _Layout(group.eligible, hosts, racks)
         counts: list[int] = []
         span: list[int] = []
+        limits = layout.limits
         for o, w in zip(owner, warmup, strict=True):
-            count = min(replicas, layout.other_hosts(o, w))
-            counts.append(count)
-            span.append(min(1 + count, 1 + layout.other_racks(o, w)))
+            limit = limits.get((o, w))
+            if limit is None:
+                limit = limits[(o, w)] = layout.limit(o, w, replicas)
+            counts.append(limit[0])
+            span.append(limit[1])
         previous: dict[int, int] = {}
         for p, o in enumerate(owner):
             for m in history.standby_holders.get((group.index, p), ()):
@@ -158,6 +161,15 @@ class _Layout:
             self.per_rack[r] = self.per_rack.get(r, 0) + 1
             self.per_rack_host[(r, h)] = self.per_rack_host.get((r, h), 0) + 1
             self.racks_of_host.setdefault(h, set()).add(r)
+        #: (active, warm-up) -> (standbys, racks to span), computed once per pair
+        self.limits: dict[tuple[int, int], tuple[int, int]] = {}
+
+    def limit(self, owner: int, warmup: int, replicas: int) -> tuple[int, int]:
+        """Standbys a task with this active and warm-up gets, and the racks its copies span."""
+        count = min(replicas, self.other_hosts(owner, warmup))
+        if len(self.per_rack) == 1:
+            return count, 1
+        return count, min(1 + count, 1 + self.other_racks(owner, warmup))
 
     def other_hosts(self, owner: int, warmup: int) -> int:
         """Hosts other than the active's with a member that is neither active nor warm-up."""
