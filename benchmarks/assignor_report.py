@@ -110,6 +110,17 @@ def _warm(m: Mapping[str, Any]) -> str:
     )
 
 
+def _warmups(m: Mapping[str, Any]) -> str:
+    """Warm-ups and the target's moves: where the tasks are headed (streamjoin only)."""
+    stats = m.get("stats") or {}
+    if "warmups" not in stats:
+        return "–"
+    return (
+        f"{stats['warmups']} warm-ups; target moves {stats['target_moved']} / "
+        f"{stats['minimum_moves']}; cold {stats['cold_activations']}"
+    )
+
+
 def _violations(m: Mapping[str, Any]) -> str:
     found = m["violations"]
     if not found:
@@ -144,6 +155,8 @@ def render_scenario(name: str, figures: Mapping[str, Any]) -> str:
          _metric(peer["rebalance"], _joiner), ""),
         ("warm / warm possible; cold", _metric(mine["rebalance"], _warm),
          _metric(peer["rebalance"], _warm), ""),
+        ("warm-ups; target moves / minimum", _warmups(mine["rebalance"]),
+         _warmups(peer["rebalance"]), ""),
     ]
     encode = peer["fresh"].get("stats", {}).get("encode_s")
     if encode is not None:
