@@ -51,6 +51,7 @@ test-faust-compat: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/assignor.py
+	$(BIN)/python benchmarks/churn.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
