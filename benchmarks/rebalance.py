@@ -31,7 +31,7 @@ variant, the worst gap of any task, the worst of the tasks that moved and the
 pause, and ratios against ``warm-ups``.
 
     python benchmarks/rebalance.py [--partitions 6] [--state-records 600000]
-                                   [--rate 600] [--phase-seconds 40]
+                                   [--rate 600] [--phase-seconds 45]
                                    [--variants warm-ups,cold,faust]
 """
 
@@ -241,7 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--state-records", type=int, default=600_000, help="changelog records [%(default)s]")
     add("--value-size", type=int, default=100, help="bytes per value [%(default)s]")
     add("--rate", type=float, default=600.0, help="input records/s, all tasks [%(default)s]")
-    add("--phase-seconds", type=float, default=40.0, help="length of a phase [%(default)s]")
+    add("--phase-seconds", type=float, default=45.0, help="length of a phase [%(default)s]")
     add(
         "--settle-seconds",
         type=float,
@@ -249,6 +249,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="wait after every task runs, before the first phase [%(default)s]",
     )
     add("--timeout", type=float, default=600.0, help="to reach a steady state [%(default)s]")
+    add(
+        "--workdir",
+        type=Path,
+        default=None,
+        help="keep the workers' data and logs here (default: a temporary directory)",
+    )
     add(
         "--variants",
         default=",".join(VARIANTS),
@@ -271,9 +277,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         tempfile.TemporaryDirectory(prefix="sj-bench-rebalance-") as tmp,
         embedded_broker() as broker,
     ):
+        root = Path(tmp) if args.workdir is None else args.workdir
         for variant in variants:
             try:
-                phases.extend(run_variant(variant, broker, Path(tmp), args))
+                phases.extend(run_variant(variant, broker, root, args))
             except BenchError as exc:
                 failed.append(variant)
                 say(f"{variant}: no figures ({exc})")
