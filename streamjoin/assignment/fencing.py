@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, cast
 
 from streamjoin.assignment.model import MemberState, TaskGroup
 
@@ -66,8 +66,9 @@ def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) ->
     standby_holders: dict[Task, list[int]] = {}
     changelog_group = {t: g for g in groups for t in g.changelogs}
     changelog_index = {t: i for g in groups for i, t in enumerate(g.changelogs)}
-    # task -> member -> its offset of each of the task's changelogs (None: not reported)
-    reports: dict[Task, dict[int, list[int | None]]] = {}
+    # per group, per partition: member -> its offset of each of the task's
+    # changelogs (None: not reported); one-changelog groups keep the bare offset
+    reports: list[list[dict[int, Any] | None]] = [[None] * g.partitions for g in groups]
     latest = max((m.generation for m in members if m.generation is not None), default=None)
     warmups: dict[Task, list[int]] = {}
     for m, member in enumerate(members):
@@ -76,12 +77,23 @@ def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) ->
             if reported_group is None or m not in eligible_sets[reported_group.index]:
                 continue
             gi, limit = reported_group.index, reported_group.partitions
-            ci, width = changelog_index[topic], len(reported_group.changelogs)
+            rows = reports[gi]
+            width = len(reported_group.changelogs)
+            if width == 1:
+                for p, offset in offsets.items():
+                    if 0 <= p < limit:
+                        single = rows[p]
+                        if single is None:
+                            rows[p] = {m: offset}
+                        else:
+                            single[m] = offset
+                continue
+            ci = changelog_index[topic]
             for p, offset in offsets.items():
                 if 0 <= p < limit:
-                    by_member = reports.get((gi, p))
+                    by_member = rows[p]
                     if by_member is None:
-                        by_member = reports[(gi, p)] = {}
+                        by_member = rows[p] = {}
                     own = by_member.get(m)
                     if own is None:
                         own = by_member[m] = [None] * width
@@ -156,7 +168,7 @@ def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) ->
     return History(
         owner=owner,
         standby_holders=holders,
-        warm=Lags(reports),
+        warm=Lags(reports, [len(g.changelogs) for g in groups]),
         contested=frozenset(contested),
         fenced=fenced,
         former=formers,
@@ -174,8 +186,13 @@ class Lags:
     ``acceptable_recovery_lag``.
     """
 
-    def __init__(self, reports: Mapping[Task, Mapping[int, Sequence[int | None]]]) -> None:
+    def __init__(
+        self, reports: Sequence[Sequence[Mapping[int, Any] | None]], widths: Sequence[int]
+    ) -> None:
+        #: per group, per partition: member -> offset (one changelog) or the
+        #: list of its offsets of each changelog (None: not reported)
         self._reports = reports
+        self._widths = widths
         self._cache: dict[Task, tuple[tuple[int, int], ...] | None] = {}
         self._dicts: dict[Task, dict[int, int]] = {}
 
@@ -198,25 +215,28 @@ class Lags:
 
     def is_caught_up(self, task: Task, m: int, acceptable_lag: int) -> bool:
         """Is member ``m`` caught up on ``task``? (The common question, answered cheaply.)"""
-        by_member = self._reports.get(task)
+        gi, p = task
+        by_member = self._reports[gi][p]
         if not by_member:
             return False
         own = by_member.get(m)
-        if own is None or None in own:
+        if own is None:
             return False
-        if len(own) == 1:
-            mine = cast(int, own[0])
-            for other in by_member.values():
-                theirs = other[0]
-                if theirs is not None and theirs - mine > acceptable_lag and None not in other:
-                    return False
-            return True
+        if self._widths[gi] == 1:
+            floor = own + acceptable_lag
+            return all(theirs <= floor for theirs in by_member.values())
+        if None in own:
+            return False
         return self.of(task).get(m, acceptable_lag + 1) <= acceptable_lag
 
     def _compute(self, task: Task) -> tuple[tuple[int, int], ...] | None:
-        by_member = self._reports.get(task)
+        gi, p = task
+        by_member = self._reports[gi][p]
         if not by_member:
             return None
+        if self._widths[gi] == 1:  # one changelog: the common case, kept cheap
+            best = max(by_member.values())
+            return tuple(sorted((best - own, m) for m, own in by_member.items()))
         # members that reported every changelog of the task (no None left)
         reported = cast(
             list[tuple[int, Sequence[int]]],
@@ -224,9 +244,6 @@ class Lags:
         )
         if not reported:
             return None
-        if len(reported[0][1]) == 1:  # one changelog: the common case, kept cheap
-            best = max(own[0] for _, own in reported)
-            return tuple(sorted((best - own[0], m) for m, own in reported))
         width = len(reported[0][1])
         top = [max(own[i] for _, own in reported) for i in range(width)]
         return tuple(

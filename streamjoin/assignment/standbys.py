@@ -78,6 +78,7 @@ def place_standbys(
             placed.append([() for _ in range(group.partitions)])
             continue
         rooms = _Rooms(quota, group.eligible, racks)
+        room, take = rooms.room, rooms.take
         chosen: list[list[int]] = [[] for _ in range(group.partitions)]
         # 1. sticky: keep standbys members hold (or have state for): a fresh
         #    rack first, then the most caught up
@@ -87,17 +88,24 @@ def place_standbys(
         for p, o in enumerate(owner):
             # members with state for the task: standby holders, former owners
             # and the previous owner when the task moved away from it
-            candidates = list(holders.get((gi, p), ()))
+            held = holders.get((gi, p), ())
             earlier = previous_owner[p]
-            if earlier >= 0 and earlier != o and earlier not in candidates:
-                candidates.append(earlier)
-            for m in former.get((gi, p), ()):
-                if m != o and m not in candidates:
-                    candidates.append(m)
-            if warmup[p] in candidates:
-                candidates.remove(warmup[p])
-            if not candidates:
+            formers = former.get((gi, p), ())
+            if formers or (earlier >= 0 and earlier != o) or len(held) != 1:
+                candidates = list(held)
+                if earlier >= 0 and earlier != o and earlier not in candidates:
+                    candidates.append(earlier)
+                for m in formers:
+                    if m != o and m not in candidates:
+                        candidates.append(m)
+                if warmup[p] in candidates:
+                    candidates.remove(warmup[p])
+                if not candidates:
+                    continue
+            elif held[0] == warmup[p]:
                 continue
+            else:
+                candidates = [held[0]]  # the common case: one standby holder, kept
             if len(candidates) > 1:
                 lag = {m: i for i, (_, m) in enumerate(warm.get((gi, p)) or ())}
                 far = len(lag)
@@ -105,18 +113,20 @@ def place_standbys(
                     key=lambda m, o=o: (racks[m] == racks[o], lag.get(m, far), m)  # type: ignore[misc]
                 )
             mine = chosen[p]
-            used_racks = {racks[o]}
+            count = counts[p]
+            kept_racks = [racks[o]]
             for m in candidates:
-                if len(mine) >= counts[p]:
+                if len(mine) >= count:
                     break
-                if rooms.room.get(m, 0) <= 0 or not _fits(m, o, mine, hosts):
+                if room.get(m, 0) <= 0 or not _fits(m, o, mine, hosts):
                     continue
-                fresh = racks[m] not in used_racks
+                fresh = racks[m] not in kept_racks
                 # an old rack only while enough slots stay for the racks still needed
-                if fresh or counts[p] - len(mine) > span[p] - len(used_racks):
+                if fresh or count - len(mine) > span[p] - len(kept_racks):
                     mine.append(m)
-                    used_racks.add(racks[m])
-                    rooms.take(m)
+                    if fresh:
+                        kept_racks.append(racks[m])
+                    take(m)
         # 2. fill: racks the task still needs first (over quota if need be),
         #    then the most remaining room
         for p in sorted(range(group.partitions), key=owner.__getitem__):
