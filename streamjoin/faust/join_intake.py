@@ -31,10 +31,12 @@ import contextlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["Intake", "ack_range", "ack_ranges"]
+__all__ = ["FETCH_MAX_WAIT_MS", "Intake", "ack_range", "ack_ranges", "shorten_fetch_wait"]
 
 #: seconds between looks at the buffer while a fetch waits for room
 ROOM_POLL_S = 0.2
+#: the longest a fetch request of an app with a join waits on the broker (ms)
+FETCH_MAX_WAIT_MS = 50
 
 #: receives one partition's fetched records: (topic, partition, records)
 Receiver = Callable[[str, int, Sequence[Any]], None]
@@ -93,6 +95,7 @@ class Intake:
 
         consumer._getmany = _getmany
         self.installed_on = consumer
+        shorten_fetch_wait(consumer, FETCH_MAX_WAIT_MS)
 
     async def take(self, consumer: Any, records: Any, active: Any) -> None:
         """Move the join's records out of *records* (a fetch: TP -> records) to the join."""
@@ -131,6 +134,25 @@ class Intake:
         """A batch took buffered records (or they were dropped): fetching may go on."""
         if self.buffered() < self.high_water:
             self._room.set()
+
+
+def shorten_fetch_wait(consumer: Any, wait_ms: int) -> bool:
+    """Make the consumer's fetch requests wait at most *wait_ms* on the broker.
+
+    faust creates its aiokafka consumer with ``fetch_max_wait_ms=1500``. Kafka
+    answers a fetch as soon as it has data, but a broker may hold it until the
+    wait is over (the embedded one does, measured: a fetch every ~150 ms at
+    1,000 records/s, the join's decisions 0.9 s behind the wall clock instead
+    of 0.4 s); a join's latency then includes that wait. Returns whether the
+    setting was found (faust's aiokafka driver) and changed.
+    """
+    thread = getattr(consumer, "_thread", None)
+    fetcher = getattr(getattr(thread, "_consumer", None), "_fetcher", None)
+    current = getattr(fetcher, "_fetch_max_wait_ms", None)
+    if not isinstance(current, int) or current <= wait_ms:
+        return False
+    fetcher._fetch_max_wait_ms = wait_ms  # read when the next fetch request is built
+    return True
 
 
 def ack_range(consumer: Any, tp: Any, first: int, last: int) -> int:

@@ -207,7 +207,9 @@ class Join:
         for topic in [*self.outputs.values(), self.dead_letters]:
             await topic.maybe_declare()
         while not self.app.should_stop:
-            # a batch every batch_interval, or as soon as batch_max records wait
+            # a batch as soon as records wait and the previous one is durable
+            # (what arrives meanwhile makes the next batch: batches grow with
+            # the load), else every batch_interval (inputs may go idle)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.batch_interval)
             self._wake.clear()
@@ -277,8 +279,7 @@ class Join:
     def _take(self, topic: str, partition: int, records: Any) -> None:
         """Records of one partition from the intake (never while revoking)."""
         self._accept(topic, partition, records, None)
-        if self._received_since_tick >= self.batch_max:
-            self._wake.set()
+        self._wake.set()
 
     def _accept(self, topic: str, partition: int, records: Any, event: Any) -> None:
         side = self._sides[topic]

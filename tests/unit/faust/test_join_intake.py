@@ -160,3 +160,15 @@ class _HighWater:
 
     def highwater(self, tp: TP) -> int:
         return self.ends[tp.topic]
+
+
+def test_the_fetch_wait_is_shortened_never_lengthened() -> None:
+    from types import SimpleNamespace
+
+    from streamjoin.faust.join_intake import shorten_fetch_wait
+
+    fetcher = SimpleNamespace(_fetch_max_wait_ms=1500)
+    consumer = SimpleNamespace(_thread=SimpleNamespace(_consumer=SimpleNamespace(_fetcher=fetcher)))
+    assert shorten_fetch_wait(consumer, 50) and fetcher._fetch_max_wait_ms == 50
+    assert not shorten_fetch_wait(consumer, 200) and fetcher._fetch_max_wait_ms == 50
+    assert not shorten_fetch_wait(SimpleNamespace(), 50)  # not faust's aiokafka driver
