@@ -82,6 +82,8 @@ class LatencyReport:
     jitter_ms: int
     seconds: float
     traffic: Traffic
+    #: the least latency of the measured clicks any correct join could give
+    floor: LatencySummary | None = None
 
     def latencies(self, *, stamped: bool) -> list[float]:
         """Milliseconds from each click's production to its outcome (received or stamped)."""
@@ -112,6 +114,39 @@ class LatencyReport:
     def ok(self) -> bool:
         summary = self.received
         return summary is not None and summary.p99 <= self.target_ms
+
+
+def decision_floor_ms(config: Any, grace_ms: int, measured_until_ms: int) -> list[float]:
+    """Each measured click's latency with no delay at all but the join's rules.
+
+    The generator's events are replayed in arrival order (the order and time
+    they are produced) through each partition's per-input watermarks: a
+    click's outcome is final at the arrival of the first record that lifts
+    its task's decision time (the lower watermark) past ``click.ts + grace``.
+    That minus the click's own arrival is the least latency any join that
+    decides correctly under these rules could give, whatever its speed.
+    """
+    from streamjoin.ads import generator
+    from streamjoin.ads.generator.core import partition_for_key
+
+    marks: dict[int, dict[str, int]] = {}
+    decided: dict[int, int] = {}
+    waiting: dict[int, list[tuple[int, int]]] = collections.defaultdict(list)
+    floor: list[float] = []
+    for event in generator.generate(config):
+        task = partition_for_key(event.key, config.partitions)
+        mark = marks.setdefault(task, {})
+        mark[event.topic] = max(mark.get(event.topic, event.timestamp_ms), event.timestamp_ms)
+        if event.topic == config.clicks_topic and event.timestamp_ms <= measured_until_ms:
+            waiting[task].append((event.timestamp_ms + grace_ms, event.arrival_ms))
+        if len(mark) < 2:
+            continue
+        decided[task] = max(decided.get(task, 0), min(mark.values()))
+        due = waiting[task]
+        if due and min(d for d, _ in due) < decided[task]:
+            floor.extend(event.arrival_ms - a for d, a in due if d < decided[task])
+            waiting[task] = [(d, a) for d, a in due if d >= decided[task]]
+    return floor
 
 
 def records_per_impression(seed: int) -> float:
@@ -286,7 +321,9 @@ def run_latency(
                 wait_s=30.0,
             )
         )
+    floor = decision_floor_ms(traffic_config, grace, start_ms + measured_ms)
     return LatencyReport(
+        floor=LatencySummary.of(floor) if floor else None,
         record_rate=record_rate,
         impression_rate=impression_rate,
         grace_ms=grace,
@@ -335,6 +372,12 @@ def print_latency(report: LatencyReport) -> None:
         f"an outcome is final only once decision time passes click.ts + grace ({report.grace_ms} "
         f"ms), so latencies of about the grace (from grace - jitter = {low} ms up) are expected"
     )
+    if report.floor is not None:
+        f = report.floor
+        say(
+            f"the least latency any correct join could give this traffic (its rules, no "
+            f"delay at all): p50/p95/p99 {f.p50:,.0f}/{f.p95:,.0f}/{f.p99:,.0f} ms"
+        )
     if report.received is not None:
         say(
             f"p99 {report.received.p99:,.0f} ms (target <= grace + "
@@ -359,6 +402,10 @@ def summary_rows(lat: LatencyReport) -> list[list[str]]:
             ]
         )
         rows.append([f"latency max ms {at}", f"{r.max:,.0f}", "", ""])
+        if lat.floor is not None:
+            rows.append(
+                [f"latency p99 floor ms {at} (rules alone)", f"{lat.floor.p99:,.0f}", "", ""]
+            )
         late = int(lat.traffic.join_stats.get("late", 0))
         rows.append([f"late records (latency {at})", f"{late:,}", "0", verdict(late == 0)])
         rows.append(
