@@ -5,12 +5,14 @@ One run, one embedded broker, three parts (each can be skipped or sized down):
 1. **Throughput.** A backlog of ``--impressions`` impressions and their clicks
    (the example's seeded generator, no malformed records) is produced to fresh
    topics as fast as possible. Then, one after the other and each with its own
-   consumer group, two single-worker runs read the whole backlog:
+   consumer group, three single-worker runs read the whole backlog:
 
    * *peer*: a plain ``faust.App`` (faust-streaming's defaults) whose one agent
      over both topics only counts records (``join_peer_app.py``): the ceiling
      of reading the input through faust;
-   * *streamjoin*: one worker of ``streamjoin.ads.app``.
+   * *streamjoin*: one worker of ``streamjoin.ads.app``;
+   * the peer again, after streamjoin (the machine's load drifts during a
+     run): the faster of its two passes is the one compared.
 
    Both are watched the same way: their count (``GET /bench/count/`` and the
    join's ``stats.processed`` on ``GET /streamjoin/joins/``) is polled every

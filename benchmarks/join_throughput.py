@@ -2,8 +2,9 @@
 
 A backlog of the generator's impressions and their clicks is produced to fresh
 topics; then, one after the other and each with its own consumer group, the peer
-(``join_peer_app.py``) and one worker of ``streamjoin.ads.app`` read all of it while
-their counts are polled (see ``benchmarks/join.py``).
+(``join_peer_app.py``), one worker of ``streamjoin.ads.app`` and the peer again read
+all of it while their counts are polled (see ``benchmarks/join.py``); the faster of
+the peer's two passes is the one streamjoin is compared with.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,8 @@ class ThroughputReport:
     peer: Throughput | None
     streamjoin: Throughput
     join_stats: dict[str, Any]
+    #: every pass of the peer (before and after streamjoin); ``peer`` is the faster
+    peer_runs: list[Throughput] = field(default_factory=list)
 
     @property
     def ratio(self) -> float | None:
@@ -81,17 +84,10 @@ def run_throughput(
     if ends != backlog.records:
         raise BenchError(f"the topics end at {ends:,} records, {backlog.records:,} were produced")
 
-    peer = None
+    peers: list[Throughput] = []
     if not args.skip_peer:
         say("(a) faust peer: a plain faust.App counting both topics, one worker ...")
-        port = free_port()
-        env = {"SJ_BENCH_APP_ID": f"{run_id}-peer", "SJ_BENCH_TOPIC_PREFIX": prefix}
-        process = worker("join_peer_app:app", broker, workdir, "peer", env=env, web_port=port)
-        with running(process):
-            peer = watch(
-                "peer", process, lambda: peer_processed(port), backlog.records, args.timeout
-            )
-        say(f"  peer: {fmt_rate(peer.rate)} records/s")
+        peers.append(_run_peer(args, broker, workdir, run_id, prefix, backlog, "peer"))
 
     say(f"(b) streamjoin: one worker of streamjoin.ads.app (grace {args.grace_ms} ms) ...")
     port = free_port()
@@ -111,7 +107,32 @@ def run_throughput(
     say(f"  streamjoin: {fmt_rate(ours.rate)} records/s")
     if args.profile:
         say(profile_top(workdir / "streamjoin.prof", PROFILE_TOP))
-    return ThroughputReport(backlog, peer, ours, join_stats)
+    if not args.skip_peer:
+        # the machine's load changes during a run: the peer again, after the
+        # join, and the faster of its two passes is the one compared
+        say("(c) faust peer again (its own new group), after streamjoin ...")
+        peers.append(_run_peer(args, broker, workdir, run_id, prefix, backlog, "peer-again"))
+    peer = max(peers, key=lambda r: 0.0 if math.isnan(r.rate) else r.rate, default=None)
+    return ThroughputReport(backlog, peer, ours, join_stats, peers)
+
+
+def _run_peer(
+    args: argparse.Namespace,
+    broker: EmbeddedBroker,
+    workdir: Path,
+    run_id: str,
+    prefix: str,
+    backlog: Backlog,
+    name: str,
+) -> Throughput:
+    """One pass of the faust peer over the backlog, in a consumer group of its own."""
+    port = free_port()
+    env = {"SJ_BENCH_APP_ID": f"{run_id}-{name}", "SJ_BENCH_TOPIC_PREFIX": prefix}
+    process = worker("join_peer_app:app", broker, workdir, name, env=env, web_port=port)
+    with running(process):
+        peer = watch(name, process, lambda: peer_processed(port), backlog.records, args.timeout)
+    say(f"  {name}: {fmt_rate(peer.rate)} records/s")
+    return peer
 
 
 #: entries of the profile printed
@@ -140,9 +161,8 @@ def profile_top(path: Path, n: int) -> str:
 
 def print_throughput(report: ThroughputReport) -> None:
     rows = []
-    for r in (report.peer, report.streamjoin):
-        if r is None:
-            continue
+    runs = report.peer_runs or ([report.peer] if report.peer else [])
+    for r in [*runs, report.streamjoin]:
         rows.append(
             [
                 r.name,
@@ -168,7 +188,7 @@ def print_throughput(report: ThroughputReport) -> None:
             )
     if report.ratio is not None:
         say(
-            f"streamjoin / peer: {report.ratio:.0%} "
+            f"streamjoin / peer (its faster pass): {report.ratio:.0%} "
             f"(target >= {THROUGHPUT_RATIO_TARGET:.0%}): "
             f"{verdict(report.ratio >= THROUGHPUT_RATIO_TARGET)}"
         )
@@ -178,7 +198,9 @@ def summary_rows(tp: ThroughputReport) -> list[list[str]]:
     """The summary's throughput rows: figure, value, target, verdict."""
     rows = []
     if tp.peer is not None:
-        rows.append(["peer (faust, count only) records/s", fmt_rate(tp.peer.rate), "", ""])
+        rows.append(
+            ["peer (faust, count only) records/s, faster pass", fmt_rate(tp.peer.rate), "", ""]
+        )
     rows.append(["streamjoin join records/s", fmt_rate(tp.streamjoin.rate), "", ""])
     if tp.ratio is not None:
         rows.append(
