@@ -548,6 +548,8 @@ def test_a_task_that_stays_on_its_worker_across_a_rebalance_is_not_reopened(
     assert w1["tasks_opened"] == PARTITIONS, w1
     assert w1["tasks_kept"] >= 1, w1
     assert "opened again" not in first.log_text()
+    # the consumer resumed the kept tasks at or before their state's position
+    assert w1["gaps"] == 0 and "never applied" not in first.log_text(), w1
     w2 = stats("w2")
     assert w2 is not None and w2["tasks_opened"] >= len(closed), w2
     assert first.running() and second.running()
