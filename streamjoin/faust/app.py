@@ -93,8 +93,10 @@ class App(faust.App):
             max_idle_ms: how long no record may reach the join while a task
                 waits for a side that still has unread data, before the other
                 side's records go ahead (like Kafka Streams' ``max.task.idle.ms``).
-            batch_max, batch_interval: a batch is made durable when this many
-                records are buffered or every *batch_interval* seconds.
+            batch_max, batch_interval: a batch starts as soon as records wait
+                and the previous one is durable, with at most *batch_max*
+                records per task, and every *batch_interval* seconds when none
+                arrive (idle inputs).
 
         Returns:
             the :class:`streamjoin.faust.join_operator.Join`; its ``outputs``
