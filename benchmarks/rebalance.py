@@ -77,6 +77,8 @@ class Phase:
     name: str
     gaps: dict[int, float]
     moved: frozenset[int]
+    #: the phase's length: a gap this long means no progress in the whole phase
+    window: float = 0.0
 
     @property
     def worst(self) -> float:
@@ -185,7 +187,7 @@ def run_variant(
             ended = time.time()
             gaps = task_gaps(traffic.times(), started, ended, range(args.partitions))
             moved = frozenset(t for t in range(args.partitions) if before.get(t) != after.get(t))
-            phase = Phase(variant, name, gaps, moved)
+            phase = Phase(variant, name, gaps, moved, ended - started)
             phases.append(phase)
             say(f"  {name}: worst gap {phase.worst:.1f}s, moved {sorted(moved)}, owners {after}")
     finally:
@@ -194,8 +196,12 @@ def run_variant(
     return phases
 
 
-def _s(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f}"
+def _s(value: float | None, window: float = 0.0) -> str:
+    if value is None:
+        return "-"
+    if window and value >= window - 0.05:
+        return f">={window:.0f}"  # no progress in the whole phase: the gap is longer
+    return f"{value:.1f}"
 
 
 def report(phases: Sequence[Phase]) -> str:
@@ -204,14 +210,20 @@ def report(phases: Sequence[Phase]) -> str:
     rows = []
     for phase in sorted(phases, key=lambda p: (PHASES.index(p.name), p.variant)):
         ref = base.get(phase.name)
-        ratio = "-" if ref is None or ref.worst <= 0 else f"{phase.worst / ref.worst:.1f}x"
-        over_pause = "-" if phase.pause in (None, 0.0) else f"{phase.worst / phase.pause:.1f}x"
+        # a gap as long as the phase is a lower bound, and so are its ratios
+        at_least = ">=" if phase.window and phase.worst >= phase.window - 0.05 else ""
+        ratio = (
+            "-" if ref is None or ref.worst <= 0 else f"{at_least}{phase.worst / ref.worst:.1f}x"
+        )
+        over_pause = (
+            "-" if phase.pause in (None, 0.0) else f"{at_least}{phase.worst / phase.pause:.1f}x"
+        )
         rows.append(
             [
                 f"{phase.name} / {phase.variant}",
-                _s(phase.worst),
-                _s(phase.worst_moved),
-                _s(phase.pause),
+                _s(phase.worst, phase.window),
+                _s(phase.worst_moved, phase.window),
+                _s(phase.pause, phase.window),
                 str(len(phase.moved)),
                 over_pause,
                 ratio,

@@ -48,3 +48,9 @@ def test_every_variant_is_run_by_default() -> None:
     args = rebalance.build_parser().parse_args([])
     assert args.variants.split(",") == ["warm-ups", "cold", "faust"]
     assert rebalance.VARIANTS["cold"][1] == {"STREAMJOIN_MAX_WARMUP_REPLICAS": "0"}
+
+
+def test_a_task_with_no_progress_in_the_whole_phase_is_shown_as_at_least_the_phase() -> None:
+    stuck = rebalance.Phase("faust", "kill -9", {0: 45.0, 1: 3.0}, frozenset({0}), window=45.0)
+    line = rebalance.report([stuck]).splitlines()[-1]
+    assert line.split()[4:9] == [">=45", ">=45", "3.0", "1", ">=15.0x"]
