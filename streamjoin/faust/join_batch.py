@@ -94,20 +94,23 @@ class Sender:
         for (topic, partition), group in groups.items():
             builder, n = aio.create_batch(), 0
             for _, _, key, value, headers in group:
-                if builder.append(timestamp=None, key=key, value=value, headers=headers or []):
+                if _append(builder, key, value, headers):
                     n += 1
                     continue
-                sent.append(
-                    (topic, partition, await aio.send_batch(builder, topic, partition=partition), n)
-                )
+                fut = await aio.send_batch(builder, topic, partition=partition)
+                sent.append((topic, partition, fut, n))
                 builder, n = aio.create_batch(), 1
-                if not builder.append(timestamp=None, key=key, value=value, headers=headers or []):
+                if not _append(builder, key, value, headers):
                     raise ValueError(f"a record for {topic}[{partition}] does not fit in a batch")
             if n:
-                sent.append(
-                    (topic, partition, await aio.send_batch(builder, topic, partition=partition), n)
-                )
+                fut = await aio.send_batch(builder, topic, partition=partition)
+                sent.append((topic, partition, fut, n))
         return sent
+
+
+def _append(builder: Any, key: bytes | None, value: bytes | None, headers: Any) -> bool:
+    """Add a record to an aiokafka record batch; ``False`` when the batch is full."""
+    return builder.append(timestamp=None, key=key, value=value, headers=headers or []) is not None
 
 
 async def acknowledged(sent: Sequence[Sent], topic: str) -> dict[int, int]:
