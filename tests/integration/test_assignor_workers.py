@@ -392,5 +392,8 @@ def test_assignment_served_on_the_web_port_and_rebalance_logged(group: Group) ->
     assert served["actives"][group.events] == list(range(PARTITIONS))
     # streamjoin's TableManager runs: the followed changelogs' applied offsets are shown
     assert served["standby_offsets"] == {} and served["global_offsets"] == {}
+    # a lone worker: no warm-ups, nothing followed, no follow-up rebalance asked for
+    assert served["warmups"] == {} and served["changelog_lags"] == {}
+    assert served["followup_rebalance_requests"] == 0
     lines = group.workers["a"].wait_for_log(r"streamjoin: rebalance generation \d+: actives \+", 10)
     assert "(changelog partitions:" in lines[-1]
