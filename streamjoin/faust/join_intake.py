@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 __all__ = ["FETCH_MAX_WAIT_MS", "Intake", "ack_range", "ack_ranges", "shorten_fetch_wait"]
@@ -47,7 +47,7 @@ class Intake:
 
     Args:
         app: the faust app.
-        topics: the topics whose records are taken.
+        sides: topic -> the join's name of that input; their records are taken.
         receive: called with each partition's records, in fetch order.
         high_water: buffered records above which the next fetch waits.
         buffered: the number of records buffered now.
@@ -57,7 +57,7 @@ class Intake:
     def __init__(
         self,
         app: Any,
-        topics: Iterable[str],
+        sides: Mapping[str, str],
         receive: Receiver,
         *,
         high_water: int,
@@ -65,7 +65,8 @@ class Intake:
         accepting: Callable[[], bool],
     ) -> None:
         self.app = app
-        self.topics = frozenset(topics)
+        self.topics = frozenset(sides)
+        self._topic_of = {side: topic for topic, side in sides.items()}
         self.receive = receive
         self.high_water = high_water
         self.buffered = buffered
@@ -129,6 +130,12 @@ class Intake:
         if index is None:
             return frozenset()
         return frozenset(t for t in self.topics if len(index.get(t, ())) <= 1)
+
+    def ack(self, side: str, partition: int, first: int, last: int) -> None:
+        """Ack offsets ``first..last`` of input *side*'s *partition* (:func:`ack_range`)."""
+        from faust.types import TP
+
+        ack_range(self.app.consumer, TP(self._topic_of[side], partition), first, last)
 
     def drained(self) -> None:
         """A batch took buffered records (or they were dropped): fetching may go on."""

@@ -67,7 +67,7 @@ from streamjoin.faust.join_declare import (
     hook_rebalance,
     join_partitions,
 )
-from streamjoin.faust.join_intake import Intake, ack_range
+from streamjoin.faust.join_intake import Intake
 from streamjoin.faust.join_stats import JoinStats, ProgressLog, describe_join
 from streamjoin.faust.join_tasks import LEFT, RIGHT, Fetched, JoinTask, RecordRouter
 from streamjoin.join.errors import JoinConfigError
@@ -318,6 +318,14 @@ class Join:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a batch that cannot be made durable stops the worker
+                if self.app.should_stop:  # stopping already (its producer first): not a crash
+                    logger.info(
+                        "join %s: batch cut short by the shutdown (%r); its records were "
+                        "not acked and are read again",
+                        self.name,
+                        exc,
+                    )
+                    return
                 logger.exception("join %s: batch failed, stopping the worker", self.name)
                 await self.app.crash(exc)
 
@@ -329,14 +337,8 @@ class Join:
         topic = self.changelog_topic
         last = await send_outputs_and_content(self._sender, batch.outputs, topic, batch.touched)
         last = await send_positions(self._sender, topic, batch.touched, last)
-        commit_and_ack(batch.touched, self.table.data.offset_key, last, self._db, self._ack)
+        commit_and_ack(batch.touched, self.table.data.offset_key, last, self._db, self.intake.ack)
         self.stats.batches += 1
-
-    def _ack(self, side: str, partition: int, first: int, last: int) -> None:
-        from faust.types import TP
-
-        topic = self.left_topic if side == LEFT else self.right_topic
-        ack_range(self.app.consumer, TP(topic, partition), first, last)
 
     def _release(self) -> Batch:
         """Every task's received records and idle inputs, applied to its batch

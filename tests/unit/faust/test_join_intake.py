@@ -54,7 +54,7 @@ def _records(topic: str, partition: int, offsets: range) -> list[Fetched]:
 def _intake(app: _App, got: list[tuple[str, int, int]], accepting: bool = True) -> Intake:
     intake = Intake(
         app,
-        ["imps", "clicks"],
+        {"imps": LEFT, "clicks": RIGHT},
         lambda topic, partition, records: got.append((topic, partition, len(records))),
         high_water=10_000,
         buffered=lambda: 0,
@@ -172,3 +172,10 @@ def test_the_fetch_wait_is_shortened_never_lengthened() -> None:
     assert shorten_fetch_wait(consumer, 50) and fetcher._fetch_max_wait_ms == 50
     assert not shorten_fetch_wait(consumer, 200) and fetcher._fetch_max_wait_ms == 50
     assert not shorten_fetch_wait(SimpleNamespace(), 50)  # not faust's aiokafka driver
+
+
+def test_the_intake_acks_a_side_by_its_topic() -> None:
+    app = _App({"imps": 1, "clicks": 1})
+    intake = _intake(app, [])
+    intake.ack(RIGHT, 2, 3, 5)
+    assert app.consumer._acked[TP("clicks", 2)] == [3, 4, 5]
