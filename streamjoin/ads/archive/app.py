@@ -33,7 +33,6 @@ from streamjoin.ads.topics import AdTopics
 __all__ = ["create_app"]
 
 
-
 def create_app(environ: Mapping[str, str] | None = None) -> Any:
     """A ``streamjoin.App`` with one archive sink, configured by *environ* (``os.environ``).
 
