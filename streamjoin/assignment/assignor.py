@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import operator
+from collections import Counter
 from collections.abc import Sequence
 
 from streamjoin.assignment.actives import place_actives
@@ -162,9 +164,10 @@ def _render(
                 for topic in group.changelogs:
                     backups[m][topic] = frozen
             restoring: dict[int, list[int]] = {}
-            for p, m in enumerate(warmup):
-                if m >= 0:
-                    restoring.setdefault(m, []).append(p)
+            if warmup.count(-1) != len(warmup):  # (most groups have none)
+                for p, m in enumerate(warmup):
+                    if m >= 0:
+                        restoring.setdefault(m, []).append(p)
             for m, parts in restoring.items():
                 frozen = tuple(parts)
                 for topic in group.changelogs:
@@ -184,8 +187,20 @@ def _render(
     }
 
 
-def _spread(counts: Sequence[int]) -> int:
-    return max(counts) - min(counts) if counts else 0
+def _group_spread(counts: Counter[int], group: TaskGroup) -> int:
+    """max - min tasks per eligible member (members without any count 0)."""
+    if not counts:
+        return 0
+    low = min(counts.values()) if len(counts) >= len(group.eligible) else 0
+    return max(counts.values()) - low
+
+
+def _total_spread(counts: Counter[int], members: int) -> int:
+    """max - min over all ``members`` (members without any count 0)."""
+    if not counts:
+        return 0
+    low = min(counts.values()) if len(counts) >= members else 0
+    return max(counts.values()) - low
 
 
 def _stats(
@@ -197,38 +212,32 @@ def _stats(
     moves: Sequence[Move],
 ) -> dict[str, object]:
     n = len(members)
-    total = [0] * n
-    standby_total = [0] * n
+    total: Counter[int] = Counter()
+    standby_total: Counter[int] = Counter()
     group_spread = 0
     standby_group_spread = 0
     for group, owner, spare in zip(groups, owners, standbys, strict=True):
-        counts = dict.fromkeys(group.eligible, 0)
-        for m in owner:
-            counts[m] += 1
-            total[m] += 1
-        group_spread = max(group_spread, _spread(list(counts.values())))
+        counts = Counter(owner)
+        total.update(counts)
+        group_spread = max(group_spread, _group_spread(counts, group))
         if group.stateful:
-            s_counts = dict.fromkeys(group.eligible, 0)
-            for holders in spare:
-                for m in holders:
-                    s_counts[m] += 1
-                    standby_total[m] += 1
-            standby_group_spread = max(standby_group_spread, _spread(list(s_counts.values())))
+            s_counts = Counter(itertools.chain.from_iterable(spare))
+            standby_total.update(s_counts)
+            standby_group_spread = max(standby_group_spread, _group_spread(s_counts, group))
     tasks = sum(g.partitions for g in groups)
     kept = sum(
-        sum(1 for now, before in zip(new, prev, strict=True) if now == before)
-        for new, prev in zip(owners, history.owner, strict=True)
+        sum(map(operator.eq, new, prev)) for new, prev in zip(owners, history.owner, strict=True)
     )
     return {
         "members": n,
         "groups": len(groups),
         "tasks": tasks,
         "stateful_tasks": sum(g.partitions for g in groups if g.stateful),
-        "active_spread": _spread(total),
+        "active_spread": _total_spread(total, n),
         "active_spread_per_group": group_spread,
-        "standby_spread": _spread(standby_total),
+        "standby_spread": _total_spread(standby_total, n),
         "standby_spread_per_group": standby_group_spread,
-        "standbys": sum(standby_total),
+        "standbys": sum(standby_total.values()),
         "previously_owned": history.owned,
         "kept": kept,
         "moved": history.owned - kept,
@@ -246,20 +255,17 @@ def _target_stats(
     minimum: int,
 ) -> dict[str, object]:
     """Balance and moves of the target (previous owners: warm-up holders count as owners)."""
-    total = [0] * len(members)
+    total: Counter[int] = Counter()
     group_spread = 0
     for group, target in zip(groups, targets, strict=True):
-        counts = dict.fromkeys(group.eligible, 0)
-        for m in target:
-            counts[m] += 1
-            total[m] += 1
-        group_spread = max(group_spread, _spread(list(counts.values())))
+        counts = Counter(target)
+        total.update(counts)
+        group_spread = max(group_spread, _group_spread(counts, group))
     kept = sum(
-        sum(1 for now, before in zip(new, prev, strict=True) if now == before)
-        for new, prev in zip(targets, history.owner, strict=True)
+        sum(map(operator.eq, new, prev)) for new, prev in zip(targets, history.owner, strict=True)
     )
     return {
-        "target_active_spread": _spread(total),
+        "target_active_spread": _total_spread(total, len(members)),
         "target_active_spread_per_group": group_spread,
         "target_moved": history.owned - kept,
         "minimum_moves": minimum,
