@@ -18,8 +18,11 @@ def _joined(kafka_id: str, stable: str) -> JoinedMember:
     return JoinedMember(kafka_id, tuple(sorted(PARTITIONS)), info)
 
 
-def _shares(standbys: int = 1) -> tuple[dict, object]:
-    joined = [_joined("k-b", "b"), _joined("k-a", "a"), _joined("k-c", "c")]
+def _shares(
+    standbys: int = 1, joined: list[JoinedMember] | None = None
+) -> tuple[dict, object]:
+    if joined is None:
+        joined = [_joined("k-b", "b"), _joined("k-a", "a"), _joined("k-c", "c")]
     state, kafka_ids = build_group_state(
         joined,
         PARTITIONS,
@@ -144,21 +147,8 @@ def test_warmups_reach_the_member_and_its_consumer_fetches_them() -> None:
     old = MemberInfo(
         id="a", url="http://a:1", host="a", generation=3, actives=every, offsets=offsets
     )
-    joined = [
-        JoinedMember("k-a", tuple(sorted(PARTITIONS)), old),
-        _joined("k-b", "b"),
-    ]
-    state, kafka_ids = build_group_state(
-        joined,
-        PARTITIONS,
-        copartition=[("imp", "clk", "state-changelog")],
-        changelogs=["state-changelog"],
-        global_changelogs=["global-changelog"],
-        max_warmup_replicas=None,
-    )
-    result = assign(state)
-    urls = {j.member_id: j.info.url for j in joined if j.info}
-    shares = member_shares(result, kafka_ids, urls, PARTITIONS, unrouted=["global-changelog"])
+    joined = [JoinedMember("k-a", tuple(sorted(PARTITIONS)), old), _joined("k-b", "b")]
+    shares, _ = _shares(standbys=0, joined=joined)
     b = shares["k-b"]
     assert b.info.actives.get("imp", []) == []
     assert b.info.warmups == {"state-changelog": [0, 1]} or b.info.warmups == {
