@@ -141,7 +141,7 @@ def place_standbys(
                     if pick is not None and rooms.room.get(pick, 0) <= 0:
                         relaxed = True
                 if pick is None:
-                    freed = _swap(p, owner, warmup, chosen, hosts, rooms)
+                    freed = _swap(p, owner, warmup, chosen, hosts, racks, rooms)
                     if freed is not None:
                         continue
                     relaxed = True
@@ -323,13 +323,15 @@ def _swap(
     warmup: Sequence[int],
     chosen: list[list[int]],
     hosts: Sequence[str],
+    racks: Sequence[str | None],
     rooms: _Rooms,
 ) -> int | None:
     """Free a member for task ``p`` when only disallowed members have room.
 
     Finds a placed standby ``x`` of another task ``q`` that ``p`` may use, such
-    that a member ``y`` with room may replace ``x`` on ``q``: then ``y`` takes
-    ``q`` and ``x`` takes ``p``. Counts stay within the quotas. Returns ``y``.
+    that a member ``y`` with room may replace ``x`` on ``q`` without ``q``
+    losing a rack: then ``y`` takes ``q`` and ``x`` takes ``p``. Counts stay
+    within the quotas. Returns ``y``.
     """
     spare = sorted(m for m, r in rooms.room.items() if r > 0)
     if not spare:
@@ -342,8 +344,12 @@ def _swap(
         for i, x in enumerate(holders):
             if hosts[x] in blocked or x == warmup[p]:
                 continue
+            # the racks q keeps without x: y must bring x's rack or a new one back
+            rest = {racks[owner[q]], *(racks[c] for c in holders if c != x)}
             for y in spare:
                 if hosts[y] in q_hosts or y == warmup[q]:
+                    continue
+                if racks[x] not in rest and racks[y] in rest:
                     continue
                 holders[i] = y
                 chosen[p].append(x)

@@ -136,10 +136,13 @@ def test_reassigning_a_stable_assignment_moves_nothing(doc: Doc) -> None:
         again = feed_back(doc, out)
         nxt = assign_document(again)
         check_all(again, nxt)
-        for mid, owned in out["assignment"].items():
-            for t, parts in owned["warmups"].items():
-                assert set(parts) <= set(nxt["assignment"][mid]["actives"].get(t, []))
-                assert not set(parts) & set(nxt["assignment"][mid]["warmups"].get(t, []))
+        # H4 (exact while nothing is held back: a held-back task unbalances the
+        # sticky view, and rebalancing it may take a warm-up's target along)
+        if out["stats"]["held_back"] == 0:
+            for mid, owned in out["assignment"].items():
+                for t, parts in owned["warmups"].items():
+                    assert set(parts) <= set(nxt["assignment"][mid]["actives"].get(t, []))
+                    assert not set(parts) & set(nxt["assignment"][mid]["warmups"].get(t, []))
         settled = nxt["stats"]["warmups"] == 0 and nxt["stats"]["moved"] == 0
         doc, out = again, nxt
         if settled:
