@@ -5,8 +5,8 @@
   (with ``member_file``: identity and claims in the data directory, and
   ``assign_hooks``: faust's sensor and tracing calls around an assignment);
 * :mod:`~streamjoin.faust.join_operator` (with ``join_declare``, ``join_intake``,
-  ``join_tasks``, ``join_batch``, ``join_stats``) and :mod:`~streamjoin.faust.batch_state`:
-  joins in a worker;
+  ``join_tasks``, ``join_lifecycle``, ``join_batch``, ``join_stats``) and
+  :mod:`~streamjoin.faust.batch_state`: joins in a worker;
 * :mod:`~streamjoin.faust.tables`, :mod:`~streamjoin.faust.restorer` (with
   ``restore_fetch``, ``restore_book``), :mod:`~streamjoin.faust.changelog_store`:
   ``streamjoin:TableManager`` and restoration;

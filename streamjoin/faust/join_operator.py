@@ -68,6 +68,7 @@ from streamjoin.faust.join_declare import (
     join_partitions,
 )
 from streamjoin.faust.join_intake import Intake
+from streamjoin.faust.join_lifecycle import TaskLifecycle, now_ms
 from streamjoin.faust.join_stats import JoinStats, ProgressLog, describe_join
 from streamjoin.faust.join_tasks import LEFT, RIGHT, Fetched, JoinTask, RecordRouter
 from streamjoin.join.errors import JoinConfigError
@@ -78,7 +79,7 @@ __all__ = ["Join", "JoinStats"]
 logger = logging.getLogger(__name__)
 
 
-class Join:
+class Join(TaskLifecycle):
     """A windowed join of two co-partitioned topics; build it with ``App.join``.
 
     Attributes:
@@ -157,6 +158,8 @@ class Join:
         self._tasks: dict[int, JoinTask] = {}
         #: tasks kept open across a rebalance, until their next record (see _task)
         self._parked: dict[int, JoinTask] = {}
+        #: the partitions (tasks) this worker was assigned at the last rebalance
+        self._assigned: frozenset[int] = frozenset()
         self._router = RecordRouter(
             self.name, self.policy, self.stats, self.outputs, self.dead_letters
         )
@@ -218,6 +221,7 @@ class Join:
     async def _on_timer(self) -> None:
         # also with nothing received: an input may have gone idle, which lets
         # the other input's decisions out
+        self._open_ready_tasks()
         if self._tasks and not self._revoking:
             await self._tick()
         self._progress.maybe_log(
@@ -227,36 +231,6 @@ class Join:
     def _waiting(self) -> int:
         """Records received and not yet in a batch, over every task."""
         return sum(task.waiting for task in self._tasks.values())
-
-    def _task(self, partition: int) -> JoinTask:
-        """The live task of *partition*: the one parked across the rebalance when
-        it may go on, else a new one opened from its database."""
-        task = self._tasks.get(partition)
-        if task is not None:
-            return task
-        db = self._db(partition)
-        parked = self._parked.pop(partition, None)
-        if parked is not None and parked.can_resume(db, self.table.data.offset_key):
-            parked.resume(_now_ms())
-            self.stats.tasks_kept += 1
-            self._tasks[partition] = parked
-            logger.info("join %s: task %d goes on where it was (kept)", self.name, partition)
-            return parked
-        if parked is not None:  # its database changed under it: start over from the state
-            parked.state.discard()
-            parked.state.db = None
-        started = time.monotonic()
-        task = self._tasks[partition] = JoinTask(partition, self.policy, self.max_idle_ms)
-        task.open(db, _now_ms())
-        self.stats.tasks_opened += 1
-        logger.info(
-            "join %s: task %d opened%s, indexes rebuilt from RocksDB in %.3f s",
-            self.name,
-            partition,
-            " again (its database changed while parked)" if parked is not None else "",
-            time.monotonic() - started,
-        )
-        return task
 
     def _db(self, partition: int) -> Any:
         store = self.table.data
@@ -304,7 +278,7 @@ class Join:
                 position,
                 offset - 1,
             )
-        task.receive(side, records, event, _now_ms())
+        task.receive(side, records, event, now_ms())
         self._buffered += len(records)
         self._received_since_tick += len(records)
 
@@ -343,7 +317,7 @@ class Join:
     def _release(self) -> Batch:
         """Every task's received records and idle inputs, applied to its batch
         state (nothing sent yet)."""
-        now = _now_ms()
+        now = now_ms()
         batch = Batch()
         topics = {LEFT: self.left_topic, RIGHT: self.right_topic}
         consumer = self.app.consumer
@@ -360,61 +334,3 @@ class Join:
             self._wake.set()  # more than batch_max were waiting: next batch now
         self.intake.drained()
         return batch
-
-    # -- rebalance ----------------------------------------------------------------
-
-    def on_revoke(self) -> None:
-        """Partitions are being revoked (a rebalance or a shutdown): drop buffered records.
-
-        They are dropped unacknowledged, so faust does not commit them (the
-        join sets ``stream_wait_empty`` off: faust does not wait for them
-        either); whoever runs the task next reads them again from the
-        committed offset, which is never past the task state's position.
-        Every task is parked, not closed (faust rebalances eagerly: every
-        partition is revoked, then the new assignment comes): the ones that
-        stay here go on with their state and indexes, the others are closed
-        by :meth:`on_rebalance`. A batch already being made durable completes.
-        """
-        self._revoking = True
-        self._buffered = 0
-        for partition in sorted(self._tasks):
-            self._tasks[partition].park()
-        self._parked.update(self._tasks)
-        self._tasks.clear()
-
-    async def on_rebalance(self, assigned: set[Any]) -> None:
-        """The new assignment is known: close the tasks that left, accept records again.
-
-        A parked task of a partition still ours notes its database's changelog
-        offset (no batch is in flight under the lock); it resumes on its next
-        record if the offset is unchanged then (:meth:`_task`).
-        """
-        self._revoking = False
-        async with self._lock:
-            keep = {tp.partition for tp in assigned if tp.topic == self.left_topic}
-            offset_key = self.table.data.offset_key
-            closed = []
-            for tasks in (self._parked, self._tasks):
-                # tasks opened since on_revoke and no longer ours are dropped the
-                # same way: unacked, read again elsewhere
-                for partition in sorted(set(tasks) - keep):
-                    task = tasks.pop(partition)
-                    self._buffered -= task.waiting
-                    task.state.discard()
-                    task.state.db = None
-                    closed.append(partition)
-            for _, task in sorted(self._parked.items()):
-                if task.state.db is not None:
-                    task.mark_parked(task.state.db, offset_key)
-            if closed or self._parked:
-                logger.info(
-                    "join %s: rebalance keeps tasks %s open, closes %s",
-                    self.name,
-                    sorted(self._parked),
-                    sorted(closed),
-                )
-
-
-def _now_ms() -> int:
-    """Wall time for idleness (monotonic milliseconds)."""
-    return int(time.monotonic() * 1000)

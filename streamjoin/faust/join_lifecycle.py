@@ -1,0 +1,147 @@
+"""A join's tasks across rebalances: which stay open, which close, which open.
+
+faust rebalances eagerly: every partition is revoked, then the new
+assignment arrives. A task whose partition stays on this worker is parked at
+the revoke (its buffered records dropped unacknowledged) and goes on with its
+open state and indexes; only the tasks that left are closed. The task of
+every assigned partition is opened (or resumed) as soon as its tables are
+restored, even before its next record: a task whose inputs saw their last
+records before the rebalance still has decisions to let out once its inputs
+go idle.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from streamjoin.faust.join_tasks import JoinTask
+
+__all__ = ["TaskLifecycle", "now_ms"]
+
+logger = logging.getLogger("streamjoin.faust.join_operator")
+
+
+def now_ms() -> int:
+    """Wall time for idleness (monotonic milliseconds)."""
+    return int(time.monotonic() * 1000)
+
+
+class TaskLifecycle:
+    """Opening, parking, resuming and closing a join's tasks (mixed into ``Join``)."""
+
+    # set by Join._init_runtime
+    _tasks: dict[int, JoinTask]
+    _parked: dict[int, JoinTask]
+    _assigned: frozenset[int]
+    _revoking: bool
+    _buffered: int
+    _lock: Any
+    app: Any
+    table: Any
+    stats: Any
+    name: str
+    policy: Any
+    max_idle_ms: int
+    left_topic: str
+
+    def _db(self, partition: int) -> Any:  # pragma: no cover - Join defines it
+        raise NotImplementedError
+
+    def _open_ready_tasks(self) -> None:
+        """Open (or resume) the task of every assigned partition whose tables are
+        restored, without waiting for its next record: a task whose inputs saw
+        their last records before the rebalance still has decisions to let out
+        once its inputs go idle."""
+        if self._revoking or not self._assigned:
+            return
+        ready = getattr(self.app.tables, "restored_at", None)
+        if ready is None:
+            return
+        done = ready()
+        for partition in sorted(self._assigned):
+            if partition in done and partition not in self._tasks:
+                self._task(partition)
+
+    def _task(self, partition: int) -> JoinTask:
+        """The live task of *partition*: the one parked across the rebalance when
+        it may go on, else a new one opened from its database."""
+        task = self._tasks.get(partition)
+        if task is not None:
+            return task
+        db = self._db(partition)
+        parked = self._parked.pop(partition, None)
+        if parked is not None and parked.can_resume(db, self.table.data.offset_key):
+            parked.resume(now_ms())
+            self.stats.tasks_kept += 1
+            self._tasks[partition] = parked
+            logger.info("join %s: task %d goes on where it was (kept)", self.name, partition)
+            return parked
+        if parked is not None:  # its database changed under it: start over from the state
+            parked.state.discard()
+            parked.state.db = None
+        started = time.monotonic()
+        task = self._tasks[partition] = JoinTask(partition, self.policy, self.max_idle_ms)
+        task.open(db, now_ms())
+        self.stats.tasks_opened += 1
+        logger.info(
+            "join %s: task %d opened%s, indexes rebuilt from RocksDB in %.3f s",
+            self.name,
+            partition,
+            " again (its database changed while parked)" if parked is not None else "",
+            time.monotonic() - started,
+        )
+        return task
+
+    def on_revoke(self) -> None:
+        """Partitions are being revoked (a rebalance or a shutdown): drop buffered records.
+
+        They are dropped unacknowledged, so faust does not commit them (the
+        join sets ``stream_wait_empty`` off: faust does not wait for them
+        either); whoever runs the task next reads them again from the
+        committed offset, which is never past the task state's position.
+        Every task is parked, not closed (faust rebalances eagerly: every
+        partition is revoked, then the new assignment comes): the ones that
+        stay here go on with their state and indexes, the others are closed
+        by :meth:`on_rebalance`. A batch already being made durable completes.
+        """
+        self._revoking = True
+        self._buffered = 0
+        for partition in sorted(self._tasks):
+            self._tasks[partition].park()
+        self._parked.update(self._tasks)
+        self._tasks.clear()
+
+    async def on_rebalance(self, assigned: set[Any]) -> None:
+        """The new assignment is known: close the tasks that left, accept records again.
+
+        A parked task of a partition still ours notes its database's changelog
+        offset (no batch is in flight under the lock); it resumes on its next
+        record if the offset is unchanged then (:meth:`_task`).
+        """
+        self._revoking = False
+        async with self._lock:
+            keep = {tp.partition for tp in assigned if tp.topic == self.left_topic}
+            self._assigned = frozenset(keep)
+            offset_key = self.table.data.offset_key
+            closed = []
+            for tasks in (self._parked, self._tasks):
+                # tasks opened since on_revoke and no longer ours are dropped the
+                # same way: unacked, read again elsewhere
+                for partition in sorted(set(tasks) - keep):
+                    task = tasks.pop(partition)
+                    self._buffered -= task.waiting
+                    task.state.discard()
+                    task.state.db = None
+                    closed.append(partition)
+            for _, task in sorted(self._parked.items()):
+                if task.state.db is not None:
+                    task.mark_parked(task.state.db, offset_key)
+            if closed or self._parked:
+                logger.info(
+                    "join %s: rebalance keeps tasks %s open, closes %s",
+                    self.name,
+                    sorted(self._parked),
+                    sorted(closed),
+                )
