@@ -12,12 +12,19 @@ to faust, which delivers it to every reader (the join's agent included).
 The join's agent stays subscribed to its topics (so the assignor and faust's
 consumer see them) and handles any record that reaches it.
 
-The records are taken only when faust itself would deliver them: flow active
-(no rebalance under way), the consumer's generation unchanged during the
-fetch, the partition active (not paused). They are acked once the batch that
-applied them is durable, by offset ranges in faust's own bookkeeping
-(:func:`ack_range`), so faust's offset commits stay as they are: a committed
-offset never passes the join state's position.
+The records are taken whenever faust itself would deliver them: flow active
+(no rebalance under way). A fetch that was waiting while a rebalance ran
+returns records of the new assignment at the positions it set (aiokafka drops
+what a seek made stale), which faust delivers too, so they are taken as well:
+leaving them to faust's per-record path, where the join does not apply them,
+loses them (the consumer's position is past them and nothing seeks back).
+Every record the join takes out of a fetch but cannot accept (revoking, or a
+partition paused meanwhile) is read again: its partition is sought back to
+it. Taken records move faust's read offset as faust's own delivery does, so
+faust never mistakes them for a gap (which it would count as acknowledged).
+They are acked once the batch that applied them is durable, by offset ranges
+in faust's own bookkeeping (:func:`ack_range`), so faust's offset commits stay
+as they are: a committed offset never passes the join state's position.
 
 When the join has ``high_water`` records buffered, the fetch waits until a
 batch has taken them (the consumer's own prefetch keeps reading meanwhile, up
@@ -76,6 +83,8 @@ class Intake:
         self.exclusive: frozenset[str] = frozenset()
         self._room = asyncio.Event()
         self._room.set()
+        #: fetched records of the join not accepted, whose partition was sought back to them
+        self.sought_back = 0
 
     def install(self) -> None:
         """Wrap the app's consumer's ``_getmany`` (once per consumer); called at
@@ -88,9 +97,8 @@ class Intake:
         intake = self
 
         async def _getmany(active_partitions: Any, timeout: float) -> Any:
-            generation = intake.app.consumer_generation_id
             records = await original(active_partitions, timeout)
-            if records and intake.app.consumer_generation_id == generation:
+            if records:
                 await intake.take(consumer, records, active_partitions)
             return records
 
@@ -101,20 +109,24 @@ class Intake:
     async def take(self, consumer: Any, records: Any, active: Any) -> None:
         """Move the join's records out of *records* (a fetch: TP -> records) to the join."""
         if not consumer.flow_active or consumer.should_stop:
-            return  # faust does not deliver them either (it seeks back)
-        mine = [
-            tp for tp in records if tp.topic in self.exclusive and (active is None or tp in active)
-        ]
+            return  # faust does not deliver them either: it seeks back to the committed offsets
+        mine = sorted(tp for tp in records if tp.topic in self.exclusive)
         if not mine:
             return
         accepting = self.accepting()
+        read_offset = consumer._read_offset
         for tp in mine:
+            # never left to faust's per-record path: it would deliver them to
+            # the join's agent, after newer ones taken here
             batch = records.pop(tp)
-            # while partitions are revoked they are dropped unacknowledged (read
-            # again from the committed offset), never left to faust's path,
-            # which could deliver them after newer ones
-            if batch and accepting:
+            if not batch:
+                continue
+            if accepting and (active is None or tp in active):
                 self.receive(tp.topic, tp.partition, batch)
+                read_offset[tp] = batch[-1].offset
+            else:
+                self.sought_back += 1
+                await consumer.seek(tp, batch[0].offset)
         while self.buffered() >= self.high_water and self.accepting():
             if consumer.should_stop:
                 return

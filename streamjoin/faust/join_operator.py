@@ -32,8 +32,8 @@ This module holds :class:`Join`, which wires the pieces into faust and runs
 batches; the pieces are :mod:`~streamjoin.faust.join_declare` (checks and
 declarations), :mod:`~streamjoin.faust.join_intake` (records taken in bulk
 from faust's consumer, acked by offset ranges),
-:mod:`~streamjoin.faust.join_tasks` (per-task runtime and
-record routing), :mod:`~streamjoin.faust.join_batch` (the durability steps
+:mod:`~streamjoin.faust.join_tasks` (per-task runtime),
+:mod:`~streamjoin.faust.join_router` (records applied to a task's logic), :mod:`~streamjoin.faust.join_batch` (the durability steps
 above) and :mod:`~streamjoin.faust.join_stats` (counters, progress lines,
 the web page's view).
 """
@@ -46,6 +46,8 @@ import logging
 import time
 from collections.abc import Mapping
 from typing import Any
+
+from faust.exceptions import NotReady
 
 from streamjoin.faust.join_batch import (
     Batch,
@@ -69,8 +71,9 @@ from streamjoin.faust.join_declare import (
 )
 from streamjoin.faust.join_intake import Intake
 from streamjoin.faust.join_lifecycle import TaskLifecycle, now_ms
+from streamjoin.faust.join_router import RecordRouter
 from streamjoin.faust.join_stats import JoinStats, ProgressLog, describe_join
-from streamjoin.faust.join_tasks import LEFT, RIGHT, Fetched, JoinTask, RecordRouter
+from streamjoin.faust.join_tasks import LEFT, RIGHT, Fetched, JoinTask
 from streamjoin.join.errors import JoinConfigError
 from streamjoin.join.policy import JoinPolicy
 
@@ -173,6 +176,8 @@ class Join(TaskLifecycle):
         self._sides = {self.left_topic: LEFT, self.right_topic: RIGHT}
         self._sender = Sender(self.app)
         self._wake = asyncio.Event()
+        #: seeks under way (inputs read again from a task's position)
+        self._seeks: set[asyncio.Future[None]] = set()
         #: takes the join's records from faust's consumer (see join_intake)
         self.intake = Intake(
             self.app, self._sides, self._take, high_water=2 * self.batch_max,
@@ -197,8 +202,8 @@ class Join(TaskLifecycle):
     # -- input --------------------------------------------------------------------
 
     async def _consume(self, stream: Any) -> Any:
-        # records reach the join through its intake; any that faust delivers
-        # here instead (fetched before the intake was installed) are applied too
+        # records reach the join through its intake; those of topics another
+        # agent reads too come through faust's path, here
         async for event in stream.noack().events():
             await self._receive(event)
             # a batch per batch_max records received
@@ -208,7 +213,12 @@ class Join(TaskLifecycle):
     async def _ticker(self) -> None:
         # faust creates the topics agents read, not the ones we produce to
         for topic in [*self.outputs.values(), self.dead_letters]:
-            await topic.maybe_declare()
+            try:
+                await topic.maybe_declare()
+            except NotReady:
+                if self.app.should_stop:  # stopped while starting: nothing to declare for
+                    return
+                raise
         while not self.app.should_stop:
             # a batch as soon as records wait and the previous one is durable
             # (what arrives meanwhile makes the next batch: batches grow with
@@ -245,8 +255,10 @@ class Join(TaskLifecycle):
     async def _receive(self, event: Any) -> None:
         record = Fetched.of_event(event)
         if self._revoking or record.topic in self.intake.exclusive:
-            # in flight while partitions are revoked, or from before the intake
-            # took this topic over: never acked, read again
+            # in flight while partitions are revoked, or queued in faust's stream
+            # before a rebalance made the intake take this topic over: never
+            # acked; the rebalance sought the consumer back to the committed
+            # offset, so they are read again
             return
         self._accept(record.topic, record.partition, [record], event)
 
@@ -260,16 +272,44 @@ class Join(TaskLifecycle):
         self.stats.received[side] += len(records)
         task = self._task(partition)
         offset = records[0].offset
-        position = task.see(side, offset)
+        now = now_ms()
+        if task.rewinding(side, offset, now):
+            return  # fetched before the consumer went back: never acked, read again
+        position = task.gap_before(side, offset)
+        if position is not None and task.rewind(side, position, now):
+            # The consumer starts beyond the task's state: records in between
+            # were never applied (they may have been committed all the same,
+            # e.g. acknowledged by another agent reading the topic). The
+            # state says where the input resumes: read it again from there.
+            # From the committed offset when it is behind the position: the
+            # records in between (replays, skipped) are then acked too, and
+            # faust's commits, which stop at the first unacked offset, go on.
+            committed = self._committed(topic, partition)
+            start = position if committed is None else min(position, committed)
+            self.stats.rewinds += 1
+            logger.warning(
+                "join %s: %s[%d] starts at offset %d but the task's state ends at %d "
+                "(the consumer's committed offset: %s); reading it again from %d",
+                self.name,
+                topic,
+                partition,
+                offset,
+                position,
+                committed,
+                start,
+            )
+            self._seek(topic, partition, start)
+            return
         if position is not None:
             # Records are acked only once applied, so faust never commits past
-            # the state's position; if the consumer starts beyond it anyway
-            # (a changelog truncated or deleted), records in between are not in
-            # the state, and nothing can bring them back: say so.
+            # the state's position; if the consumer starts beyond it anyway,
+            # even after reading again from there (a topic truncated or
+            # deleted), records in between are not in the state, and nothing
+            # can bring them back: say so.
             self.stats.gaps += 1
             logger.warning(
                 "join %s: %s[%d] starts at offset %d but the task's state ends at %d; "
-                "records %d..%d were never applied to it",
+                "records %d..%d were never applied to it (read again %d times)",
                 self.name,
                 topic,
                 partition,
@@ -277,10 +317,27 @@ class Join(TaskLifecycle):
                 position,
                 position,
                 offset - 1,
+                task.rewinds[side][1],
             )
-        task.receive(side, records, event, now_ms())
+        task.see(side, offset)
+        task.receive(side, records, event, now)
         self._buffered += len(records)
         self._received_since_tick += len(records)
+
+    def _seek(self, topic: str, partition: int, offset: int) -> None:
+        """Make the consumer read ``topic[partition]`` again from *offset*."""
+        from faust.types import TP
+
+        seek = asyncio.ensure_future(self.app.consumer.seek(TP(topic, partition), offset))
+        self._seeks.add(seek)
+        seek.add_done_callback(self._seeks.discard)
+
+    def _committed(self, topic: str, partition: int) -> int | None:
+        """faust's note of the group's committed offset of ``topic[partition]``."""
+        from faust.types import TP
+
+        committed = getattr(self.app.consumer, "_committed_offset", None)
+        return None if committed is None else committed.get(TP(topic, partition))
 
     # -- a batch ------------------------------------------------------------------
 

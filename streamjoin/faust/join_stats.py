@@ -35,6 +35,9 @@ class JoinStats:
     batches: int = 0
     #: times an input of a task went idle (caught up, silent for max_idle_ms)
     idle_inputs: int = 0
+    #: an input's consumer started beyond its task's state: read again from the
+    #: state's position (rewinds), or, records really gone, accepted (gaps)
+    rewinds: int = 0
     gaps: int = 0
     #: tasks opened here (indexes rebuilt from RocksDB), and parked tasks that went
     #: on after a rebalance without reopening
@@ -52,6 +55,7 @@ class JoinStats:
             "emitted": dict(sorted(self.emitted.items())),
             "batches": self.batches,
             "idle_inputs": self.idle_inputs,
+            "rewinds": self.rewinds,
             "gaps": self.gaps,
             "tasks_opened": self.tasks_opened,
             "tasks_kept": self.tasks_kept,

@@ -8,12 +8,12 @@ input position of each side (read from state when the task opens) and what
 it needs to tell when an input is idle. A task whose partition stays on this
 worker across a rebalance is *parked* (:meth:`JoinTask.park`) rather than
 closed, and resumes without rebuilding its indexes when its database is the
-one it left (:meth:`JoinTask.can_resume`). The :class:`RecordRouter` applies
-the records: it skips replays (records before the state's position), decodes
-the rest with the policy, feeds them to the task's logic and turns what
-comes out into records for the output and dead-letter topics. Nothing here
-sends, awaits or acks; the operator (:mod:`streamjoin.faust.join_operator`)
-makes batches durable.
+one it left (:meth:`JoinTask.can_resume`). The task's state says where each
+input resumes: a consumer that delivers an input from beyond that position
+is sent back there (:meth:`JoinTask.rewind`). The records are applied by
+:class:`~streamjoin.faust.join_router.RecordRouter`. Nothing here sends,
+awaits or acks; the operator (:mod:`streamjoin.faust.join_operator`) makes
+batches durable.
 """
 
 from __future__ import annotations
@@ -23,22 +23,18 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from streamjoin.faust.batch_state import BatchState
 from streamjoin.join import keys
-from streamjoin.join.errors import JoinConfigError
 from streamjoin.join.policy import (
-    DEAD_LETTER,
     LEFT,
     REASON_HEADER,
     RIGHT,
     SIDES,
     SOURCE_HEADER,
-    BadRecord,
-    Emission,
     JoinPolicy,
     TaskLogic,
 )
 
 if TYPE_CHECKING:
-    from streamjoin.faust.join_stats import JoinStats
+    from streamjoin.faust.join_router import RecordRouter
 
 __all__ = [
     "LEFT",
@@ -50,10 +46,14 @@ __all__ = [
     "Fetched",
     "JoinTask",
     "Output",
-    "RecordRouter",
     "event_time_ms",
     "highwater",
 ]
+
+#: times one input position is read again before a gap is accepted (see JoinTask.rewind)
+MAX_REWINDS = 3
+#: milliseconds after a rewind during which records beyond the position are dropped
+REWIND_MS = 5_000
 
 #: a record to produce: (topic, key, value, headers)
 Output = tuple[str, bytes | None, bytes, list[tuple[str, bytes]] | None]
@@ -115,6 +115,9 @@ class JoinTask:
         #: the changelog offset stored in the task's database when it was last
         #: live (set once per parking, see :meth:`mark_parked`); ``None``: not parked
         self.parked_at: tuple[bytes | None] | None = None
+        #: per side: (position read again from, times, wall ms until which
+        #: records beyond it are dropped) -- see :meth:`rewind`
+        self.rewinds: dict[str, tuple[int, int, int]] = {}
 
     def open(self, db: Any, now_ms: int) -> None:
         """Load the task from its (restored) database and rebuild its indexes.
@@ -146,6 +149,7 @@ class JoinTask:
         self.take_inbox()
         for side in SIDES:
             self.next_seen[side] = self.position[side]
+        self.rewinds.clear()  # the rebalance seeks the consumer anew
         return dropped
 
     def mark_parked(self, db: Any, offset_key: bytes) -> None:
@@ -194,10 +198,47 @@ class JoinTask:
         Returns the task state's position when the consumer started beyond it
         (records in between were never applied to the state), else ``None``.
         """
+        position = self.gap_before(side, offset)
+        self.next_seen[side] = offset + 1
+        return position
+
+    def gap_before(self, side: str, offset: int) -> int | None:
+        """The task state's position when records of *side* starting at *offset*
+        would leave a gap (nothing since the position was received), else ``None``."""
         position = self.position[side]
         gap = position is not None and offset > position and self.next_seen[side] == position
-        self.next_seen[side] = offset + 1
         return position if gap else None
+
+    def rewind(self, side: str, position: int, now_ms: int) -> bool:
+        """Should *side* be read again from *position* (a gap was seen)?
+
+        The task's state says where its input resumes, whatever the consumer
+        did; so the input is read again from there, at most
+        :data:`MAX_REWINDS` times for one position (the records may really be
+        gone: a topic truncated by retention or deleted). For ``REWIND_MS``
+        after each rewind, records beyond the position are dropped
+        (:meth:`rewinding`): they were fetched before the consumer went back.
+        """
+        done = self.rewinds.get(side)
+        times = done[1] if done is not None and done[0] == position else 0
+        if times >= MAX_REWINDS:
+            return False
+        self.rewinds[side] = (position, times + 1, now_ms + REWIND_MS)
+        return True
+
+    def rewinding(self, side: str, offset: int, now_ms: int) -> bool:
+        """Are records of *side* from *offset* on to be dropped (a rewind is under way)?
+
+        Records at or before the position end the rewind: they are the ones
+        read again.
+        """
+        pending = self.rewinds.get(side)
+        if pending is None or now_ms >= pending[2]:
+            return False
+        if offset <= pending[0]:
+            self.rewinds[side] = (pending[0], pending[1], 0)
+            return False
+        return True
 
     def receive(self, side: str, records: Sequence[Any], event: Any, now_ms: int) -> None:
         """Hold received records (offset order) until the next batch applies them.
@@ -251,6 +292,8 @@ class JoinTask:
         """
         for side, _, _ in self.inbox:
             self.last_record_ms[side] = now_ms
+        if self.idle:
+            self.wake(self.unread(consumer, topics), now_ms)
         silent = [
             side
             for side in SIDES
@@ -260,6 +303,24 @@ class JoinTask:
             return []
         unread = self.unread(consumer, topics)
         return [side for side in silent if not unread[side]]
+
+    def wake(self, unread: Mapping[str, bool], now_ms: int) -> list[str]:
+        """Make the idle inputs that have records to read again active; returns them.
+
+        An idle input is one caught up with its partition: once the consumer
+        knows of records of it that the task has not received (its high
+        watermark moved past them), it no longer is, and decisions wait for
+        those records instead of going on without them. Its silence counts
+        again from *now_ms*. Making an input active never raises the
+        decision time, so the logic emits nothing here.
+        """
+        woken = [side for side in SIDES if side in self.idle and unread[side]]
+        for side in woken:
+            self.idle.discard(side)
+            if self.logic is not None:
+                self.logic.set_idle(side, False)
+            self.last_record_ms[side] = now_ms
+        return woken
 
     def stage(
         self, received: Sequence[Chunk], idle: Sequence[str], router: RecordRouter
@@ -300,93 +361,6 @@ class JoinTask:
                     keys.position_key(side), int(self.position[side] or 0).to_bytes(8, "big")
                 )
         return outputs
-
-
-class RecordRouter:
-    """Applies received records to their task's logic and routes the results.
-
-    Attributes:
-        name: the join's name (in error messages).
-        policy: decodes the records.
-        stats: the join's counters, updated per record.
-        outputs: output name -> faust topic the output's results go to.
-        dead_letters: faust topic of records that cannot be joined.
-    """
-
-    def __init__(
-        self,
-        name: str,
-        policy: JoinPolicy,
-        stats: JoinStats,
-        outputs: Mapping[str, Any],
-        dead_letters: Any,
-    ) -> None:
-        self.name = name
-        self.policy = policy
-        self.stats = stats
-        self.outputs = outputs
-        self.dead_letters = dead_letters
-
-    def apply(self, task: JoinTask, side: str, records: Sequence[Any]) -> list[Output]:
-        """Apply *records* of *side* (offset order); replays (before the position)
-        are skipped. A record has ``offset``, ``key``, ``value`` and
-        ``timestamp`` (ms), as :class:`Fetched` and aiokafka's records do."""
-        logic = task.logic
-        if logic is None:  # opened when first seen; a dropped task never reaches here
-            raise JoinConfigError(f"join {self.name!r}: task {task.partition} is not open")
-        if side == LEFT:
-            decode, feed = self.policy.decode_left, logic.on_left
-        else:
-            decode, feed = self.policy.decode_right, logic.on_right
-        stats = self.stats
-        position = task.position[side]
-        out: list[Output] = []
-        applied = 0
-        for record in records:
-            offset = record.offset
-            if position is not None and offset < position:
-                stats.skipped_replays += 1
-                continue
-            position = offset + 1
-            applied += 1
-            try:
-                decoded = decode(record.key, record.value, record.timestamp or 0)
-            except BadRecord as exc:
-                stats.bad += 1
-                out.append(self.dead_letter(record, exc.reason.encode()))
-                continue
-            emitted = feed(decoded)
-            if emitted:
-                out.extend(self.route(emitted, record))
-        task.position[side] = position
-        stats.processed += applied
-        return out
-
-    def route(self, emitted: Sequence[Emission], message: Any = None) -> list[Output]:
-        """Records for what the logic emitted; a late record is dead-lettered as
-        *message* (the record being applied; idleness changes emit none)."""
-        out = []
-        for emission in emitted:
-            if emission.output == DEAD_LETTER:
-                if message is None:
-                    raise JoinConfigError(
-                        f"join {self.name!r}: the policy dead-lettered without a record"
-                    )
-                self.stats.late += 1
-                out.append(self.dead_letter(message, emission.value))
-                continue
-            self.stats.emitted[emission.output] = self.stats.emitted.get(emission.output, 0) + 1
-            topic = self.outputs[emission.output].get_topic_name()
-            out.append((topic, emission.key, emission.value, None))
-        return out
-
-    def dead_letter(self, message: Any, reason: bytes) -> Output:
-        """The dead-letter record of *message*, with the reason and the source in headers."""
-        source = f"{message.topic}:{message.partition}:{message.offset}".encode()
-        value = message.value if message.value is not None else b""
-        headers = [(REASON_HEADER, reason), (SOURCE_HEADER, source)]
-        self.stats.emitted[DEAD_LETTER] = self.stats.emitted.get(DEAD_LETTER, 0) + 1
-        return (self.dead_letters.get_topic_name(), message.key, value, headers)
 
 
 def highwater(consumer: Any, topic: str, partition: int) -> int | None:

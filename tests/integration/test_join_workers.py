@@ -553,3 +553,51 @@ def test_a_task_that_stays_on_its_worker_across_a_rebalance_is_not_reopened(
     w2 = stats("w2")
     assert w2 is not None and w2["tasks_opened"] >= len(closed), w2
     assert first.running() and second.running()
+
+
+def test_a_worker_joining_and_leaving_over_and_over_mid_stream_loses_no_click(
+    ads: AdRun,
+) -> None:
+    """Rebalance after rebalance under a steady stream: w3 joins and leaves
+    three times (with warm-ups, so joins bring follow-up rebalances too) while
+    w1 and w2 keep running and a thread keeps producing. A fetch that waits
+    while a rebalance runs returns records of the new assignment; every one of
+    them must reach the join (once lost to faust's per-record path, the
+    consumer was past them and they never came back: a task with a gap,
+    clicks without an outcome). Every click gets the reference outcome and no
+    worker's consumer ever starts beyond a task's state."""
+    import threading
+
+    events = list(generate(ads.config(malformed_rate=0.0, impressions=6_000)))
+    chunks = [events[i : i + 300] for i in range(0, len(events), 300)]
+    first, second, third = ads.worker("w1"), ads.worker("w2"), ads.worker("w3")
+    for worker in (first, second):
+        worker.start().wait_for_log(r"Worker\]: Ready", timeout=90)
+    produced = threading.Event()
+
+    def produce() -> None:
+        try:
+            for chunk in chunks:  # bounded: ~40 s at 300 records per second
+                ads.produce(chunk)
+                time.sleep(1.0)
+        finally:
+            produced.set()
+
+    producer = threading.Thread(target=produce, daemon=True)
+    producer.start()
+    cycles = 0
+    while not produced.is_set() and cycles < 3:
+        third.start().wait_for_log(r"join billing: task \d+ opened", timeout=90)
+        time.sleep(2.0)
+        assert third.stop(timeout=30) == 0
+        cycles += 1
+        time.sleep(2.0)
+    producer.join(timeout=120)
+    assert not producer.is_alive() and cycles >= 2, cycles
+    outcomes = ads.wait_for_outcomes(timeout=180)
+    _check_against_reference(outcomes, ads.reference())
+    rebalances = len(first.wait_for_log(r"streamjoin: rebalance generation", timeout=5))
+    assert rebalances >= 5, f"w1 saw {rebalances} rebalances"
+    for worker in (first, second, third):
+        assert "never applied" not in worker.log_text(since_start=False), worker.log_path
+    assert first.running() and second.running()

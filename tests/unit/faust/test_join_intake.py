@@ -1,13 +1,15 @@
 """The join's bulk intake from faust's consumer, its range acks and a task's inbox.
 
 Fakes stand for faust's consumer and app (only the attributes the intake reads);
-nothing here talks to a broker.
+nothing here talks to a broker: the same paths run against real workers and a
+real broker in ``tests/integration/test_join_workers.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 from faust.types import TP
@@ -42,6 +44,12 @@ class _Consumer:
         self._acked_index: dict[Any, set[int]] = defaultdict(set)
         self._n_acked = 0
         self._waiting_for_ack = None
+        self._read_offset: dict[Any, int | None] = defaultdict(lambda: None)
+        self.sought: list[tuple[Any, int]] = []
+
+    async def seek(self, tp: Any, offset: int) -> None:
+        self.sought.append((tp, offset))
+        self._read_offset[tp] = offset
 
     async def _getmany(self, active_partitions: Any, timeout: float) -> Any:
         return {}
@@ -64,20 +72,46 @@ def _intake(app: _App, got: list[tuple[str, int, int]], accepting: bool = True) 
     return intake
 
 
-def test_the_join_takes_its_exclusive_active_partitions_and_leaves_the_rest() -> None:
+def test_the_join_takes_its_active_partitions_and_seeks_back_to_a_paused_one() -> None:
     app = _App({"imps": 1, "clicks": 1, "other": 1})
     got: list[tuple[str, int, int]] = []
     intake = _intake(app, got)
     fetch = {
         TP("imps", 0): _records("imps", 0, range(5)),
         TP("clicks", 1): _records("clicks", 1, range(3)),
-        TP("clicks", 2): _records("clicks", 2, range(2)),  # paused: not active
+        TP("clicks", 2): _records("clicks", 2, range(7, 9)),  # paused meanwhile
         TP("other", 0): _records("other", 0, range(4)),
     }
     active = {TP("imps", 0), TP("clicks", 1), TP("other", 0)}
     asyncio.run(intake.take(app.consumer, fetch, active))
-    assert got == [("imps", 0, 5), ("clicks", 1, 3)]
-    assert set(fetch) == {TP("clicks", 2), TP("other", 0)}
+    assert got == [("clicks", 1, 3), ("imps", 0, 5)]
+    # faust's path gets only what the join does not read; what the join could
+    # not take is read again from its first offset
+    assert set(fetch) == {TP("other", 0)}
+    assert app.consumer.sought == [(TP("clicks", 2), 7)] and intake.sought_back == 1
+    # faust's read offsets follow what was taken (no gap for faust to fill)
+    assert app.consumer._read_offset[TP("imps", 0)] == 4
+    assert app.consumer._read_offset[TP("clicks", 1)] == 2
+
+
+def test_records_of_a_fetch_that_outlived_a_rebalance_are_taken() -> None:
+    """aiokafka returns them at the positions of the new assignment; faust would
+    deliver them, so the join takes them (left to faust they were lost)."""
+    app = _App({"imps": 1, "clicks": 1})
+    got: list[tuple[str, int, int]] = []
+    intake = _intake(app, got)
+    original = app.consumer._getmany
+
+    async def rebalanced_meanwhile(active_partitions: Any, timeout: float) -> Any:
+        await original(active_partitions, timeout)
+        app.consumer_generation_id += 1
+        return {TP("imps", 0): _records("imps", 0, range(3))}
+
+    app.consumer._getmany = rebalanced_meanwhile
+    intake.installed_on = None
+    intake.install()
+    fetch = asyncio.run(app.consumer._getmany(None, 1.0))
+    assert got == [("imps", 0, 3)] and fetch == {}
 
 
 def test_a_topic_another_agent_reads_is_left_to_faust() -> None:
@@ -89,13 +123,14 @@ def test_a_topic_another_agent_reads_is_left_to_faust() -> None:
     assert got == [] and TP("imps", 0) in fetch
 
 
-def test_records_fetched_while_revoking_are_dropped_not_left_to_faust() -> None:
+def test_records_fetched_while_revoking_are_read_again_not_left_to_faust() -> None:
     app = _App({"imps": 1, "clicks": 1})
     got: list[tuple[str, int, int]] = []
     intake = _intake(app, got, accepting=False)
-    fetch = {TP("imps", 0): _records("imps", 0, range(5))}
+    fetch = {TP("imps", 0): _records("imps", 0, range(3, 8))}
     asyncio.run(intake.take(app.consumer, fetch, None))
     assert got == [] and fetch == {}
+    assert app.consumer.sought == [(TP("imps", 0), 3)]
 
 
 def test_nothing_is_taken_while_faust_stops_the_flow() -> None:
@@ -152,6 +187,33 @@ def test_an_input_with_records_still_in_the_inbox_is_not_idle() -> None:
     # its silence starts again after those records
     assert LEFT not in task.going_idle(10_050, consumer, {LEFT: "imps", RIGHT: "clicks"})
     assert task.going_idle(10_100, consumer, {LEFT: "imps", RIGHT: "clicks"}) == [LEFT, RIGHT]
+
+
+def test_an_idle_input_whose_partition_grew_is_active_again(tmp_path: Path) -> None:
+    """Idle means caught up: records the consumer knows of and the task has not
+    received make the input active again, so decisions wait for them."""
+    from rocksdict import Rdict
+
+    task = _task()
+    db = Rdict(str(tmp_path / "task-0"))
+    task.open(db, 0)
+    topics = {LEFT: "imps", RIGHT: "clicks"}
+    task.next_seen[LEFT] = task.next_seen[RIGHT] = 0
+    consumer = _HighWater({"imps": 0, "clicks": 0})
+    idle = task.going_idle(1_000, consumer, topics)
+    assert idle == [LEFT, RIGHT]
+    for side in idle:
+        task.idle.add(side)
+        task.logic.set_idle(side, True)
+    consumer.ends["imps"] = 5  # impressions written, not fetched by the join yet
+    assert task.going_idle(1_050, consumer, topics) == []
+    assert task.idle == {RIGHT}
+    assert task.logic.logic.marks.idle == {RIGHT}  # type: ignore[union-attr]
+    # caught up again and silent for max_idle_ms: idle again
+    task.next_seen[LEFT] = 5
+    assert task.going_idle(1_100, consumer, topics) == []
+    assert task.going_idle(1_150, consumer, topics) == [LEFT]
+    db.close()
 
 
 class _HighWater:

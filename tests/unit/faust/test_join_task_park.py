@@ -16,8 +16,9 @@ import pytest
 import rocksdict
 
 from streamjoin.ads.policy import AdAttribution
+from streamjoin.faust.join_router import RecordRouter
 from streamjoin.faust.join_stats import JoinStats
-from streamjoin.faust.join_tasks import LEFT, RIGHT, Chunk, Fetched, JoinTask, Output, RecordRouter
+from streamjoin.faust.join_tasks import LEFT, RIGHT, Chunk, Fetched, JoinTask, Output
 from streamjoin.join import keys
 from streamjoin.join.window import JoinWindow
 
@@ -213,3 +214,31 @@ def test_a_parked_task_skips_what_it_applied_and_applies_the_rest_once(
     assert _outcomes(got) == _outcomes(reference)
     clicks = [key for _, key, _ in _outcomes(got)]
     assert len(clicks) == len(set(clicks)), "a click got two outcomes"
+
+
+def test_an_input_that_starts_beyond_the_state_is_read_again_three_times_at_most(
+    tmp_path: Path,
+) -> None:
+    """The state says where an input resumes: a consumer beyond it is sent back
+    there, records fetched before it went back are dropped meanwhile, and a
+    gap that stays (the records are gone) is accepted after three tries."""
+    task = _opened(_db(tmp_path / "db"), left=10, right=4)
+    assert task.gap_before(LEFT, 25) == 10
+    assert task.rewind(LEFT, 10, now_ms=0)
+    # records fetched before the seek went through: dropped while rewinding
+    assert task.rewinding(LEFT, 26, now_ms=100)
+    # the records read again start at the position: the rewind is over
+    assert not task.rewinding(LEFT, 10, now_ms=200)
+    assert task.see(LEFT, 10) is None and task.next_seen[LEFT] == 11
+    # the other input is not concerned
+    assert not task.rewinding(RIGHT, 50, now_ms=100)
+    # a topic truncated past the position: beyond it again after every rewind
+    task.park()
+    assert task.rewinds == {}
+    for attempt in range(3):
+        assert task.gap_before(LEFT, 40) == 10
+        assert task.rewind(LEFT, 10, now_ms=attempt * 10_000)
+        assert task.rewinding(LEFT, 40, now_ms=attempt * 10_000 + 1)
+    assert not task.rewinding(LEFT, 40, now_ms=40_000)  # the last window is over
+    assert not task.rewind(LEFT, 10, now_ms=40_000)  # accepted: a gap
+    assert task.see(LEFT, 40) == 10

@@ -1,0 +1,117 @@
+"""Applying a join task's received records: the :class:`RecordRouter`.
+
+It skips replays (records before the task state's position), decodes the
+rest with the policy, feeds them to the task's logic and turns what comes
+out into records for the output and dead-letter topics. Nothing here sends,
+awaits or acks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from streamjoin.faust.join_tasks import Output
+from streamjoin.join.errors import JoinConfigError
+from streamjoin.join.policy import (
+    DEAD_LETTER,
+    LEFT,
+    REASON_HEADER,
+    SOURCE_HEADER,
+    BadRecord,
+    Emission,
+    JoinPolicy,
+)
+
+if TYPE_CHECKING:
+    from streamjoin.faust.join_stats import JoinStats
+    from streamjoin.faust.join_tasks import JoinTask
+
+__all__ = ["RecordRouter"]
+
+
+class RecordRouter:
+    """Applies received records to their task's logic and routes the results.
+
+    Attributes:
+        name: the join's name (in error messages).
+        policy: decodes the records.
+        stats: the join's counters, updated per record.
+        outputs: output name -> faust topic the output's results go to.
+        dead_letters: faust topic of records that cannot be joined.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        policy: JoinPolicy,
+        stats: JoinStats,
+        outputs: Mapping[str, Any],
+        dead_letters: Any,
+    ) -> None:
+        self.name = name
+        self.policy = policy
+        self.stats = stats
+        self.outputs = outputs
+        self.dead_letters = dead_letters
+
+    def apply(self, task: JoinTask, side: str, records: Sequence[Any]) -> list[Output]:
+        """Apply *records* of *side* (offset order); replays (before the position)
+        are skipped. A record has ``offset``, ``key``, ``value`` and
+        ``timestamp`` (ms), as :class:`Fetched` and aiokafka's records do."""
+        logic = task.logic
+        if logic is None:  # opened when first seen; a dropped task never reaches here
+            raise JoinConfigError(f"join {self.name!r}: task {task.partition} is not open")
+        if side == LEFT:
+            decode, feed = self.policy.decode_left, logic.on_left
+        else:
+            decode, feed = self.policy.decode_right, logic.on_right
+        stats = self.stats
+        position = task.position[side]
+        out: list[Output] = []
+        applied = 0
+        for record in records:
+            offset = record.offset
+            if position is not None and offset < position:
+                stats.skipped_replays += 1
+                continue
+            position = offset + 1
+            applied += 1
+            try:
+                decoded = decode(record.key, record.value, record.timestamp or 0)
+            except BadRecord as exc:
+                stats.bad += 1
+                out.append(self.dead_letter(record, exc.reason.encode()))
+                continue
+            emitted = feed(decoded)
+            if emitted:
+                out.extend(self.route(emitted, record))
+        task.position[side] = position
+        stats.processed += applied
+        return out
+
+    def route(self, emitted: Sequence[Emission], message: Any = None) -> list[Output]:
+        """Records for what the logic emitted; a late record is dead-lettered as
+        *message* (the record being applied; idleness changes emit none)."""
+        out = []
+        for emission in emitted:
+            if emission.output == DEAD_LETTER:
+                if message is None:
+                    raise JoinConfigError(
+                        f"join {self.name!r}: the policy dead-lettered without a record"
+                    )
+                self.stats.late += 1
+                out.append(self.dead_letter(message, emission.value))
+                continue
+            self.stats.emitted[emission.output] = self.stats.emitted.get(emission.output, 0) + 1
+            topic = self.outputs[emission.output].get_topic_name()
+            out.append((topic, emission.key, emission.value, None))
+        return out
+
+    def dead_letter(self, message: Any, reason: bytes) -> Output:
+        """The dead-letter record of *message*, with the reason and the source in headers."""
+        source = f"{message.topic}:{message.partition}:{message.offset}".encode()
+        value = message.value if message.value is not None else b""
+        headers = [(REASON_HEADER, reason), (SOURCE_HEADER, source)]
+        self.stats.emitted[DEAD_LETTER] = self.stats.emitted.get(DEAD_LETTER, 0) + 1
+        return (self.dead_letters.get_topic_name(), message.key, value, headers)
