@@ -5,26 +5,30 @@ faust delivers a fetched record to an agent through a per-record path: a
 ``Event`` in a channel queue, the stream's iteration, then a per-record ack.
 A join applies its records in batches, so none of that is needed: the
 :class:`Intake` wraps the consumer's ``_getmany`` (what faust's fetcher awaits
-for each fetch) and takes the lists of records of the join's partitions out
-of the fetched map, as aiokafka returned them; faust's fetcher delivers the
-rest (other topics) as usual. A topic that another agent reads too is left
-to faust, which delivers it to every reader (the join's agent included).
-The join's agent stays subscribed to its topics (so the assignor and faust's
-consumer see them) and handles any record that reaches it.
+for each fetch) and hands the join the lists of records of its partitions,
+as aiokafka returned them. Records of a topic only the join reads are taken
+out of the fetch; those of a topic another agent reads too are copied, and
+faust delivers them to every reader as usual (the join's agent included,
+which holds them, see below). The join reads nothing through faust's
+per-record path: that path can lose records right after a rebalance or a
+seek (an iteration over an older fetch raises faust's read offset past the
+records read again, which faust then drops as already read).
 
 The records are taken whenever faust itself would deliver them: flow active
 (no rebalance under way). A fetch that was waiting while a rebalance ran
-returns records of the new assignment at the positions it set (aiokafka drops
-what a seek made stale), which faust delivers too, so they are taken as well:
-leaving them to faust's per-record path, where the join does not apply them,
-loses them (the consumer's position is past them and nothing seeks back).
-Every record the join takes out of a fetch but cannot accept (revoking, or a
-partition paused meanwhile) is read again: its partition is sought back to
-it. Taken records move faust's read offset as faust's own delivery does, so
-faust never mistakes them for a gap (which it would count as acknowledged).
-They are acked once the batch that applied them is durable, by offset ranges
-in faust's own bookkeeping (:func:`ack_range`), so faust's offset commits stay
-as they are: a committed offset never passes the join state's position.
+returns records of the new assignment at the positions it set (aiokafka
+drops what a seek made stale), so they are taken too. Every record the join
+gets out of a fetch but cannot accept (revoking, or a partition paused
+meanwhile) is read again: its partition is sought back to it. Taken records
+move faust's read offset as faust's own delivery does.
+
+Acks keep faust's offset commits where they are, a committed offset never
+passing the join state's position: records of a join-only topic are acked
+once the batch that applied them is durable, by offset ranges in faust's own
+bookkeeping (:func:`ack_range`); a record of a shared topic is acked through
+faust's reference count (every reader acks), so the join's agent holds the
+event faust delivered it and acks it once the join applied that offset
+(:meth:`Intake.hold`, :meth:`Intake.ack`).
 
 When the join has ``high_water`` records buffered, the fetch waits until a
 batch has taken them (the consumer's own prefetch keeps reading meanwhile, up
@@ -79,8 +83,14 @@ class Intake:
         self.buffered = buffered
         self.accepting = accepting
         self.installed_on: Any = None
-        #: the topics taken (see :meth:`_exclusive`)
+        #: the topics taken out of fetches (see :meth:`_exclusive`); the others
+        #: are copied (other agents read them too)
         self.exclusive: frozenset[str] = frozenset()
+        #: per partition of a shared topic: events faust delivered to the
+        #: join's agent, (offset, event), acked once the join applied them
+        self._held: dict[Any, list[tuple[int, Any]]] = {}
+        #: per partition of a shared topic: the next offset the join has not applied
+        self._applied: dict[Any, int] = {}
         self._room = asyncio.Event()
         self._room.set()
         #: fetched records of the join not accepted, whose partition was sought back to them
@@ -110,22 +120,24 @@ class Intake:
         """Move the join's records out of *records* (a fetch: TP -> records) to the join."""
         if not consumer.flow_active or consumer.should_stop:
             return  # faust does not deliver them either: it seeks back to the committed offsets
-        mine = sorted(tp for tp in records if tp.topic in self.exclusive)
+        mine = sorted(tp for tp in records if tp.topic in self.topics)
         if not mine:
             return
         accepting = self.accepting()
         read_offset = consumer._read_offset
         for tp in mine:
-            # never left to faust's per-record path: it would deliver them to
-            # the join's agent, after newer ones taken here
-            batch = records.pop(tp)
+            exclusive = tp.topic in self.exclusive
+            batch = records.pop(tp) if exclusive else records[tp]
             if not batch:
                 continue
             if accepting and (active is None or tp in active):
                 self.receive(tp.topic, tp.partition, batch)
-                read_offset[tp] = batch[-1].offset
+                if exclusive:
+                    read_offset[tp] = batch[-1].offset
             else:
                 self.sought_back += 1
+                if not exclusive:
+                    records.pop(tp)
                 await consumer.seek(tp, batch[0].offset)
         while self.buffered() >= self.high_water and self.accepting():
             if consumer.should_stop:
@@ -144,10 +156,37 @@ class Intake:
         return frozenset(t for t in self.topics if len(index.get(t, ())) <= 1)
 
     def ack(self, side: str, partition: int, first: int, last: int) -> None:
-        """Ack offsets ``first..last`` of input *side*'s *partition* (:func:`ack_range`)."""
+        """The join applied offsets ``first..last`` of input *side*'s *partition*,
+        durably: ack them (:func:`ack_range`), or, for a shared topic, ack the
+        held events up to *last*."""
         from faust.types import TP
 
-        ack_range(self.app.consumer, TP(self._topic_of[side], partition), first, last)
+        tp = TP(self._topic_of[side], partition)
+        if tp.topic in self.exclusive:
+            ack_range(self.app.consumer, tp, first, last)
+            return
+        self._applied[tp] = max(self._applied.get(tp, 0), last + 1)
+        held = self._held.get(tp)
+        if held:
+            kept = [(offset, event) for offset, event in held if offset > last]
+            for offset, event in held:
+                if offset <= last:
+                    event.ack()
+            self._held[tp] = kept
+
+    def hold(self, tp: Any, offset: int, event: Any) -> None:
+        """An event of a shared topic reached the join's agent: ack it once the
+        join applied its offset (at once if it did already)."""
+        if offset < self._applied.get(tp, 0):
+            event.ack()
+        else:
+            self._held.setdefault(tp, []).append((offset, event))
+
+    def reset(self) -> None:
+        """Partitions are revoked: held events are dropped unacknowledged (the
+        next assignment reads them again from the committed offset)."""
+        self._held.clear()
+        self._applied.clear()
 
     def drained(self) -> None:
         """A batch took buffered records (or they were dropped): fetching may go on."""

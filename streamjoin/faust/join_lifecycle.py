@@ -39,6 +39,7 @@ class TaskLifecycle:
     _buffered: int
     _lock: Any
     app: Any
+    intake: Any
     table: Any
     stats: Any
     name: str
@@ -108,6 +109,7 @@ class TaskLifecycle:
         """
         self._revoking = True
         self._buffered = 0
+        self.intake.reset()
         for partition in sorted(self._tasks):
             self._tasks[partition].park()
         self._parked.update(self._tasks)

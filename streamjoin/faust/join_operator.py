@@ -30,12 +30,14 @@ re-emitted with the same key and value (effectively once, by key).
 
 This module holds :class:`Join`, which wires the pieces into faust and runs
 batches; the pieces are :mod:`~streamjoin.faust.join_declare` (checks and
-declarations), :mod:`~streamjoin.faust.join_intake` (records taken in bulk
-from faust's consumer, acked by offset ranges),
+declarations), :mod:`~streamjoin.faust.join_intake` (every input record taken in
+bulk from faust's consumer's fetches; acks that never let faust commit past
+the state),
 :mod:`~streamjoin.faust.join_tasks` (per-task runtime),
-:mod:`~streamjoin.faust.join_router` (records applied to a task's logic), :mod:`~streamjoin.faust.join_batch` (the durability steps
-above) and :mod:`~streamjoin.faust.join_stats` (counters, progress lines,
-the web page's view).
+:mod:`~streamjoin.faust.join_router` (records applied to a task's logic),
+:mod:`~streamjoin.faust.join_batch` (the durability steps above) and
+:mod:`~streamjoin.faust.join_stats` (counters, progress lines, the web
+page's view).
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ from streamjoin.faust.join_intake import Intake
 from streamjoin.faust.join_lifecycle import TaskLifecycle, now_ms
 from streamjoin.faust.join_router import RecordRouter
 from streamjoin.faust.join_stats import JoinStats, ProgressLog, describe_join
-from streamjoin.faust.join_tasks import LEFT, RIGHT, Fetched, JoinTask
+from streamjoin.faust.join_tasks import LEFT, RIGHT, JoinTask
 from streamjoin.join.errors import JoinConfigError
 from streamjoin.join.policy import JoinPolicy
 
@@ -202,13 +204,10 @@ class Join(TaskLifecycle):
     # -- input --------------------------------------------------------------------
 
     async def _consume(self, stream: Any) -> Any:
-        # records reach the join through its intake; those of topics another
-        # agent reads too come through faust's path, here
+        # records reach the join through its intake; faust delivers the join's
+        # agent only events of topics another agent reads too (see _receive)
         async for event in stream.noack().events():
-            await self._receive(event)
-            # a batch per batch_max records received
-            if self._received_since_tick >= self.batch_max:
-                await self._tick()
+            self._receive(event)
 
     async def _ticker(self) -> None:
         # faust creates the topics agents read, not the ones we produce to
@@ -252,15 +251,21 @@ class Join(TaskLifecycle):
             )
         return db_for(partition)
 
-    async def _receive(self, event: Any) -> None:
-        record = Fetched.of_event(event)
-        if self._revoking or record.topic in self.intake.exclusive:
-            # in flight while partitions are revoked, or queued in faust's stream
-            # before a rebalance made the intake take this topic over: never
-            # acked; the rebalance sought the consumer back to the committed
-            # offset, so they are read again
+    def _receive(self, event: Any) -> None:
+        """An event faust delivered to the join's agent: the join took its record
+        from the fetch already (:mod:`~streamjoin.faust.join_intake`).
+
+        Of a topic another agent reads too, it is held and acked once the join
+        applied its offset (faust acks a shared record when every reader has).
+        Otherwise (in flight while partitions are revoked, or queued before a
+        rebalance made the intake take this topic out of fetches) it is
+        dropped unacknowledged: the rebalance sought the consumer back to the
+        committed offset, so it is read again.
+        """
+        message = event.message
+        if self._revoking or message.topic in self.intake.exclusive:
             return
-        self._accept(record.topic, record.partition, [record], event)
+        self.intake.hold(message.tp, message.offset, event)
 
     def _take(self, topic: str, partition: int, records: Any) -> None:
         """Records of one partition from the intake (never while revoking)."""

@@ -114,13 +114,36 @@ def test_records_of_a_fetch_that_outlived_a_rebalance_are_taken() -> None:
     assert got == [("imps", 0, 3)] and fetch == {}
 
 
-def test_a_topic_another_agent_reads_is_left_to_faust() -> None:
+def test_a_topic_another_agent_reads_is_copied_and_acked_through_faust_events() -> None:
+    """The join gets the records of a shared topic from the fetch too, faust
+    still delivers them to every reader; the events the join's agent gets are
+    acked only once the join applied their offsets."""
     app = _App({"imps": 2, "clicks": 1})
     got: list[tuple[str, int, int]] = []
     intake = _intake(app, got)
     fetch = {TP("imps", 0): _records("imps", 0, range(5))}
     asyncio.run(intake.take(app.consumer, fetch, None))
-    assert got == [] and TP("imps", 0) in fetch
+    assert got == [("imps", 0, 5)] and TP("imps", 0) in fetch
+    events = [_Event() for _ in range(5)]
+    for offset, event in enumerate(events[:3]):
+        intake.hold(TP("imps", 0), offset, event)
+    intake.ack(LEFT, 0, 0, 1)  # offsets 0 and 1 applied, durably
+    assert [e.acked for e in events] == [True, True, False, False, False]
+    # never acked by range: faust acks a shared record when every reader has
+    assert app.consumer._acked[TP("imps", 0)] == []
+    intake.hold(TP("imps", 0), 1, events[3])  # delivered late: applied already
+    assert events[3].acked
+    intake.reset()  # revoked: what is held is read again, never acked
+    intake.ack(LEFT, 0, 2, 4)
+    assert not events[2].acked
+
+
+class _Event:
+    def __init__(self) -> None:
+        self.acked = False
+
+    def ack(self) -> None:
+        self.acked = True
 
 
 def test_records_fetched_while_revoking_are_read_again_not_left_to_faust() -> None:
