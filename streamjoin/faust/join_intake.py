@@ -17,9 +17,11 @@ records read again, which faust then drops as already read).
 The records are taken whenever faust itself would deliver them: flow active
 (no rebalance under way). A fetch that was waiting while a rebalance ran
 returns records of the new assignment at the positions it set (aiokafka
-drops what a seek made stale), so they are taken too. Every record the join
-gets out of a fetch but cannot accept (revoking, or a partition paused
-meanwhile) is read again: its partition is sought back to it. Taken records
+drops what a seek made stale), so they are taken too, as are those of a
+partition faust took out of the active ones because a reader's stream buffer
+is full (faust delivers those too). Every record the join gets out of a fetch
+but cannot accept (revoking, or a partition paused meanwhile) is read again:
+its partition is sought back to it. Taken records
 move faust's read offset as faust's own delivery does.
 
 Acks keep faust's offset commits where they are, a committed offset never
@@ -125,12 +127,15 @@ class Intake:
             return
         accepting = self.accepting()
         read_offset = consumer._read_offset
+        # what faust delivers: partitions still active, or taken out of the
+        # active ones because a reader's stream buffer is full
+        buffered = getattr(consumer, "_buffered_partitions", ())
         for tp in mine:
             exclusive = tp.topic in self.exclusive
             batch = records.pop(tp) if exclusive else records[tp]
             if not batch:
                 continue
-            if accepting and (active is None or tp in active):
+            if accepting and (active is None or tp in active or tp in buffered):
                 self.receive(tp.topic, tp.partition, batch)
                 if exclusive:
                     read_offset[tp] = batch[-1].offset

@@ -117,7 +117,7 @@ def describe_join(join: Join, tasks: Mapping[int, JoinTask]) -> dict[str, Any]:
             }
             for p, t in sorted(tasks.items())
         },
-        "stats": join.stats.as_dict(),
+        "stats": {**join.stats.as_dict(), "sought_back": join.intake.sought_back},
     }
 
 

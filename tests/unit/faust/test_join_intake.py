@@ -94,6 +94,20 @@ def test_the_join_takes_its_active_partitions_and_seeks_back_to_a_paused_one() -
     assert app.consumer._read_offset[TP("clicks", 1)] == 2
 
 
+def test_a_partition_faust_paused_for_a_full_stream_buffer_is_still_taken() -> None:
+    """faust takes a partition out of the active ones while a reader's stream
+    buffer is full and still delivers its fetched records: so does the join
+    (seeking it back there would read it again for ever while the buffer stays
+    full)."""
+    app = _App({"imps": 2, "clicks": 1})
+    app.consumer._buffered_partitions = {TP("imps", 0)}
+    got: list[tuple[str, int, int]] = []
+    intake = _intake(app, got)
+    fetch = {TP("imps", 0): _records("imps", 0, range(4))}
+    asyncio.run(intake.take(app.consumer, fetch, set()))
+    assert got == [("imps", 0, 4)] and app.consumer.sought == []
+
+
 def test_records_of_a_fetch_that_outlived_a_rebalance_are_taken() -> None:
     """aiokafka returns them at the positions of the new assignment; faust would
     deliver them, so the join takes them (left to faust they were lost)."""
