@@ -173,9 +173,6 @@ def commit_and_ack(
     for task in touched:
         task.state.db = db_for(task.partition)
         task.state.commit(offset_key, last.get(task.partition))
-        for event in task.unacked:
-            event.ack()
-        task.unacked.clear()
         for side, (first, end) in task.unacked_range.items():
             ack(side, task.partition, first, end)
         task.unacked_range.clear()

@@ -269,10 +269,10 @@ class Join(TaskLifecycle):
 
     def _take(self, topic: str, partition: int, records: Any) -> None:
         """Records of one partition from the intake (never while revoking)."""
-        self._accept(topic, partition, records, None)
+        self._accept(topic, partition, records)
         self._wake.set()
 
-    def _accept(self, topic: str, partition: int, records: Any, event: Any) -> None:
+    def _accept(self, topic: str, partition: int, records: Any) -> None:
         side = self._sides[topic]
         self.stats.received[side] += len(records)
         task = self._task(partition)
@@ -325,7 +325,7 @@ class Join(TaskLifecycle):
                 task.rewinds[side][1],
             )
         task.see(side, offset)
-        task.receive(side, records, event, now)
+        task.receive(side, records, now)
         self._buffered += len(records)
         self._received_since_tick += len(records)
 

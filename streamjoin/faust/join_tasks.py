@@ -46,7 +46,6 @@ __all__ = [
     "Fetched",
     "JoinTask",
     "Output",
-    "event_time_ms",
     "highwater",
 ]
 
@@ -70,21 +69,9 @@ class Fetched(NamedTuple):
     value: bytes | None
     timestamp: int
 
-    @classmethod
-    def of_event(cls, event: Any) -> Fetched:
-        """The record of a faust ``Event`` (whose timestamp is in seconds)."""
-        m = event.message
-        return cls(m.topic, m.partition, m.offset, m.key, m.value, event_time_ms(m))
 
-
-#: records of one side received together; the faust event when one record
-#: came through faust's stream (acked alone), else ``None`` (acked by range)
-Chunk = tuple[str, Sequence[Any], Any]
-
-
-def event_time_ms(message: Any) -> int:
-    """The record's own timestamp in milliseconds (0 when it has none)."""
-    return int(message.timestamp * 1000) if message.timestamp is not None else 0
+#: records of one side received together (offset order)
+Chunk = tuple[str, Sequence[Any]]
 
 
 class JoinTask:
@@ -106,9 +93,10 @@ class JoinTask:
         self.last_record_ms: dict[str, int] = dict.fromkeys(SIDES, 0)
         #: inputs the logic has been told are idle (until their next record)
         self.idle: set[str] = set()
-        #: faust events applied by the batch being made durable (acked one by one)
-        self.unacked: list[Any] = []
-        #: per side, offsets (first, last) taken by that batch (acked as a range)
+        #: whether a record was received since the task opened or resumed
+        self.heard = False
+        #: per side, offsets (first, last) applied by the batch being made
+        #: durable (acked as a range once it is)
         self.unacked_range: dict[str, tuple[int, int]] = {}
         #: where the input positions start in that batch's state changes
         self.positions_at = 0
@@ -143,7 +131,7 @@ class JoinTask:
         applied are below the position and skipped (:meth:`RecordRouter.apply`);
         :attr:`next_seen` goes back to the position so that a consumer starting
         beyond it is still noticed (:meth:`see`). A batch being made durable
-        keeps its events in :attr:`unacked` and completes.
+        keeps its offsets in :attr:`unacked_range` and completes.
         """
         dropped = self.waiting
         self.take_inbox()
@@ -184,6 +172,7 @@ class JoinTask:
         emits nothing here.
         """
         self.parked_at = None
+        self.heard = False
         logic = self.logic
         for side in sorted(self.idle):
             if logic is not None:
@@ -240,20 +229,29 @@ class JoinTask:
             return False
         return True
 
-    def receive(self, side: str, records: Sequence[Any], event: Any, now_ms: int) -> None:
+    def receive(self, side: str, records: Sequence[Any], now_ms: int) -> None:
         """Hold received records (offset order) until the next batch applies them.
 
-        *event* is the faust event of a single record that came through faust's
-        stream, ``None`` for records taken from the consumer's fetch.
+        When this input was quiet (idle, or nothing received since the task
+        opened or resumed), traffic is starting again, and the other inputs'
+        records may be a moment behind on the broker (two topics are written
+        one after the other): every other input's silence counts again from
+        now, an idle one active again, so no decision is made on this input
+        alone before the others had ``max_idle_ms`` to show up.
         """
-        self.inbox.append((side, records, event))
+        if side in self.idle or not self.heard:
+            self.heard = True
+            self.wake(dict.fromkeys(SIDES, True), now_ms)
+            for other in SIDES:
+                self.last_record_ms[other] = now_ms
+        self.inbox.append((side, records))
         self.next_seen[side] = records[-1].offset + 1
         self.last_record_ms[side] = now_ms
 
     @property
     def waiting(self) -> int:
         """The number of records in the inbox."""
-        return sum(len(records) for _, records, _ in self.inbox)
+        return sum(len(records) for _, records in self.inbox)
 
     def take_inbox(self, limit: int | None = None) -> list[Chunk]:
         """The oldest records received since the last batch, at most *limit*
@@ -264,13 +262,13 @@ class JoinTask:
         taken = []
         inbox = self.inbox
         while inbox and limit > 0:
-            side, records, event = inbox[0]
+            side, records = inbox[0]
             if len(records) <= limit:
                 taken.append(inbox.pop(0))
                 limit -= len(records)
             else:
-                taken.append((side, records[:limit], event))
-                inbox[0] = (side, records[limit:], event)
+                taken.append((side, records[:limit]))
+                inbox[0] = (side, records[limit:])
                 limit = 0
         return taken
 
@@ -290,7 +288,7 @@ class JoinTask:
         Records still in the inbox (beyond what a batch takes) are records:
         their input is not idle, and its silence starts again after them.
         """
-        for side, _, _ in self.inbox:
+        for side, _ in self.inbox:
             self.last_record_ms[side] = now_ms
         if self.idle:
             self.wake(self.unread(consumer, topics), now_ms)
@@ -328,21 +326,18 @@ class JoinTask:
         """Apply *received*, then tell the logic which inputs went *idle*; return
         the records to produce.
 
-        What to ack once the batch is durable is kept in :attr:`unacked` and
+        What to ack once the batch is durable is kept in
         :attr:`unacked_range`; the positions are written last.
         """
         outputs: list[Output] = []
         ranges = self.unacked_range
-        for side, records, event in received:
+        for side, records in received:
             outputs.extend(router.apply(self, side, records))
-            if event is not None:
-                self.unacked.append(event)
-            else:
-                first, last = records[0].offset, records[-1].offset
-                if side in ranges:
-                    first = min(first, ranges[side][0])
-                    last = max(last, ranges[side][1])
-                ranges[side] = (first, last)
+            first, last = records[0].offset, records[-1].offset
+            if side in ranges:
+                first = min(first, ranges[side][0])
+                last = max(last, ranges[side][1])
+            ranges[side] = (first, last)
             self.idle.discard(side)  # a record makes its input active again
         logic = self.logic
         for side in idle:

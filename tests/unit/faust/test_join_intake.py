@@ -199,13 +199,13 @@ def _task() -> JoinTask:
 
 def test_a_batch_takes_at_most_its_limit_and_the_rest_stays_in_order() -> None:
     task = _task()
-    task.receive(LEFT, _records("imps", 0, range(0, 6)), None, 0)
-    task.receive(RIGHT, _records("clicks", 0, range(0, 3)), None, 0)
+    task.receive(LEFT, _records("imps", 0, range(0, 6)), 0)
+    task.receive(RIGHT, _records("clicks", 0, range(0, 3)), 0)
     first = task.take_inbox(4)
-    assert [(side, [r.offset for r in rs]) for side, rs, _ in first] == [(LEFT, [0, 1, 2, 3])]
+    assert [(side, [r.offset for r in rs]) for side, rs in first] == [(LEFT, [0, 1, 2, 3])]
     assert task.waiting == 5
     rest = task.take_inbox()
-    assert [(side, [r.offset for r in rs]) for side, rs, _ in rest] == [
+    assert [(side, [r.offset for r in rs]) for side, rs in rest] == [
         (LEFT, [4, 5]),
         (RIGHT, [0, 1, 2]),
     ]
@@ -214,7 +214,7 @@ def test_a_batch_takes_at_most_its_limit_and_the_rest_stays_in_order() -> None:
 
 def test_an_input_with_records_still_in_the_inbox_is_not_idle() -> None:
     task = _task()
-    task.receive(LEFT, _records("imps", 0, range(0, 6)), None, 0)
+    task.receive(LEFT, _records("imps", 0, range(0, 6)), 0)
     task.next_seen[RIGHT] = 0
     consumer = _HighWater({"imps": 6, "clicks": 0})
     task.take_inbox(2)  # 4 impressions left for the next batch
@@ -278,3 +278,36 @@ def test_the_intake_acks_a_side_by_its_topic() -> None:
     intake = _intake(app, [])
     intake.ack(RIGHT, 2, 3, 5)
     assert app.consumer._acked[TP("clicks", 2)] == [3, 4, 5]
+
+
+def test_traffic_starting_on_one_input_gives_the_other_max_idle_ms_to_show_up(
+    tmp_path: Path,
+) -> None:
+    """Both inputs idle (nothing written yet); clicks reach the broker a moment
+    before their impressions: the clicks' first records make the idle
+    impressions active again, so nothing is decided on clicks alone before the
+    impressions had max_idle_ms to arrive."""
+    from rocksdict import Rdict
+
+    task = _task()  # max_idle_ms=100
+    db = Rdict(str(tmp_path / "task-0"))
+    task.open(db, 0)
+    topics = {LEFT: "imps", RIGHT: "clicks"}
+    consumer = _HighWater({"imps": 0, "clicks": 0})
+    for side in task.going_idle(1_000, consumer, topics):
+        task.idle.add(side)
+        task.logic.set_idle(side, True)  # type: ignore[union-attr]
+    assert task.idle == {LEFT, RIGHT}
+    consumer.ends["clicks"] = 3  # clicks written, impressions not yet
+    task.receive(RIGHT, _records("clicks", 0, range(3)), 1_010)
+    assert task.idle == set()  # the impressions are not idle any more
+    task.take_inbox()
+    # caught up per the broker, but silent only since the clicks came
+    assert task.going_idle(1_050, consumer, topics) == []
+    assert task.going_idle(1_110, consumer, topics) == [LEFT, RIGHT]
+    # a steady stream on one input does not keep the other from going idle
+    task.idle.update((LEFT, RIGHT))
+    task.idle.discard(RIGHT)
+    task.receive(RIGHT, _records("clicks", 0, range(3, 5)), 1_120)
+    assert task.idle == {LEFT}
+    db.close()

@@ -152,9 +152,7 @@ def _interleaved(inputs: dict[str, list[bytes]], start: dict[str, int]) -> list[
     while any(cursors[s] < len(inputs[s]) for s in (LEFT, RIGHT)):
         for side in (LEFT, RIGHT):
             if cursors[side] < len(inputs[side]):
-                chunks.append(
-                    (side, [_record(side, cursors[side], inputs[side][cursors[side]])], None)
-                )
+                chunks.append((side, [_record(side, cursors[side], inputs[side][cursors[side]])]))
                 cursors[side] += 1
     return chunks
 
@@ -163,11 +161,10 @@ def _batch(
     task: JoinTask, router: RecordRouter, received: list[Chunk], changelog: int
 ) -> list[Output]:
     """Apply *received* as one batch and make it durable in RocksDB (no broker here)."""
-    for side, records, _ in received:
+    for side, records in received:
         task.see(side, records[0].offset)
     out = task.stage(received, [], router)
     task.state.commit(OFFSET_KEY, changelog)
-    task.unacked.clear()
     task.unacked_range.clear()
     return out
 
@@ -191,9 +188,9 @@ def test_a_parked_task_skips_what_it_applied_and_applies_the_rest_once(
     task.open(db, 0)
     first, buffered = everything[:50], everything[50:70]
     got = _batch(task, router, first, 0)
-    for side, records, _ in buffered:  # received, not applied yet when the rebalance starts
+    for side, records in buffered:  # received, not applied yet when the rebalance starts
         task.see(side, records[0].offset)
-        task.receive(side, records, None, 1)
+        task.receive(side, records, 1)
     position = dict(task.position)
 
     assert task.park() == len(buffered)
