@@ -119,7 +119,8 @@ class Intake:
         shorten_fetch_wait(consumer, FETCH_MAX_WAIT_MS)
 
     async def take(self, consumer: Any, records: Any, active: Any) -> None:
-        """Move the join's records out of *records* (a fetch: TP -> records) to the join."""
+        """Hand the join its records of *records* (a fetch: TP -> records): taken
+        out of it for join-only topics, copied for shared ones."""
         if not consumer.flow_active or consumer.should_stop:
             return  # faust does not deliver them either: it seeks back to the committed offsets
         mine = sorted(tp for tp in records if tp.topic in self.topics)
@@ -153,8 +154,9 @@ class Intake:
                 await asyncio.wait_for(self._room.wait(), ROOM_POLL_S)
 
     def _exclusive(self) -> frozenset[str]:
-        """The topics no other agent or channel reads: a topic that another one
-        reads too is left to faust (which delivers it to every reader)."""
+        """The topics no other agent or channel reads: taken out of fetches. A
+        topic that another one reads too is copied, and faust delivers it to
+        every reader."""
         index = getattr(self.app.topics, "_topic_name_index", None)
         if index is None:
             return frozenset()
