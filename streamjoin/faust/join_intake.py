@@ -173,13 +173,13 @@ class Intake:
             ack_range(self.app.consumer, tp, first, last)
             return
         self._applied[tp] = max(self._applied.get(tp, 0), last + 1)
-        held = self._held.get(tp)
-        if held:
-            kept = [(offset, event) for offset, event in held if offset > last]
-            for offset, event in held:
-                if offset <= last:
-                    event.ack()
-            self._held[tp] = kept
+        kept = []
+        for offset, event in self._held.get(tp, ()):
+            if offset <= last:
+                event.ack()
+            else:
+                kept.append((offset, event))
+        self._held[tp] = kept
 
     def hold(self, tp: Any, offset: int, event: Any) -> None:
         """An event of a shared topic reached the join's agent: ack it once the

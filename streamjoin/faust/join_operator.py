@@ -170,7 +170,6 @@ class Join(TaskLifecycle):
         )
         self._lock = asyncio.Lock()
         self._buffered = 0
-        self._received_since_tick = 0
         #: seconds between progress log lines
         self.log_interval = 10.0
         self._progress = ProgressLog(logger, self.name)
@@ -324,10 +323,8 @@ class Join(TaskLifecycle):
                 offset - 1,
                 task.rewinds[side][1],
             )
-        task.see(side, offset)
         task.receive(side, records, now)
         self._buffered += len(records)
-        self._received_since_tick += len(records)
 
     def _seek(self, topic: str, partition: int, offset: int) -> None:
         """Make the consumer read ``topic[partition]`` again from *offset*."""
@@ -347,7 +344,6 @@ class Join(TaskLifecycle):
     # -- a batch ------------------------------------------------------------------
 
     async def _tick(self) -> None:
-        self._received_since_tick = 0
         async with self._lock:
             try:
                 await self._run_batch()
