@@ -146,7 +146,36 @@ def _offsets(value: Any, where: str, topics: Mapping[str, int]) -> dict[str, dic
     return result
 
 
-def _member(value: Any, where: str, topics: Mapping[str, int]) -> MemberState:
+def _subscription(
+    value: Any, where: str, topics: Mapping[str, int], seen: dict[tuple[Any, ...], tuple[str, ...]]
+) -> tuple[str, ...]:
+    """The sorted topics a member subscribes to.
+
+    Members mostly subscribe to the same topics: each distinct list is checked
+    and sorted once (``seen``), and members that are alike share one tuple.
+    """
+    key = tuple(value) if isinstance(value, list) else None
+    if key is not None:
+        try:
+            found = seen.get(key)
+        except TypeError:  # an unhashable item: the checks below name it
+            key = found = None
+        if found is not None:
+            return found
+    subscribed = tuple(sorted(set(_topic_list(value, where, topics))))
+    if not subscribed:
+        raise _fail(where, "the member subscribes to nothing; give it at least one topic")
+    if key is not None:
+        seen[key] = subscribed
+    return subscribed
+
+
+def _member(
+    value: Any,
+    where: str,
+    topics: Mapping[str, int],
+    seen: dict[tuple[Any, ...], tuple[str, ...]],
+) -> MemberState:
     doc = _obj(value, where)
     unknown = sorted(set(doc) - _MEMBER_KEYS)
     if unknown:
@@ -157,11 +186,7 @@ def _member(value: Any, where: str, topics: Mapping[str, int]) -> MemberState:
     where = f"{where} ({member_id})"
     if "topics" not in doc:
         raise _fail(where, 'missing "topics": list the topics this member subscribes to')
-    subscribed = _topic_list(doc["topics"], f"{where}.topics", topics)
-    if not subscribed:
-        raise _fail(
-            f"{where}.topics", "the member subscribes to nothing; give it at least one topic"
-        )
+    subscribed = _subscription(doc["topics"], f"{where}.topics", topics, seen)
     host = doc.get("host", member_id)
     if not isinstance(host, str) or not host:
         raise _fail(f"{where}.host", f"expected a non-empty string, got {host!r}")
@@ -171,7 +196,7 @@ def _member(value: Any, where: str, topics: Mapping[str, int]) -> MemberState:
     generation = doc.get("generation")
     return MemberState(
         id=member_id,
-        topics=tuple(sorted(set(subscribed))),
+        topics=subscribed,
         host=host,
         rack=rack,
         capacity=_int(doc.get("capacity", 1), f"{where}.capacity", 1),
@@ -200,7 +225,10 @@ def parse_group_state(doc: Any) -> GroupState:
     raw_members = _list(root["members"], "members")
     if not raw_members:
         raise _fail("members", "the group has no members: nothing to assign to")
-    members = tuple(_member(m, f"members[{i}]", topics) for i, m in enumerate(raw_members))
+    subscriptions: dict[tuple[Any, ...], tuple[str, ...]] = {}
+    members = tuple(
+        _member(m, f"members[{i}]", topics, subscriptions) for i, m in enumerate(raw_members)
+    )
     seen: set[str] = set()
     for member in members:
         if member.id in seen:

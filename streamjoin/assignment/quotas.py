@@ -80,13 +80,36 @@ def balanced_quotas(demands: Sequence[Demand], capacities: Sequence[int]) -> Quo
 def _member_groups(
     groups: Sequence[GroupShares], capacities: Sequence[int]
 ) -> list[tuple[int, ...]]:
-    """Per member, the groups (with units to share) it is eligible for, in order."""
-    member_groups_lists: list[list[int]] = [[] for _ in capacities]
+    """Per member, the groups (with units to share) it is eligible for, in order.
+
+    Groups mostly share their eligible members: the work is per distinct
+    eligible tuple and per distinct combination of them, not per group x member.
+    """
+    sharing: dict[tuple[int, ...], list[int]] = {}  # eligible -> groups, in order
     for g in groups:
         if g.demand.total:
-            for m in g.demand.eligible:
-                member_groups_lists[m].append(g.index)
-    return [tuple(x) for x in member_groups_lists]
+            sharing.setdefault(g.demand.eligible, []).append(g.index)
+    if len(sharing) == 1:
+        ((eligible, indices),) = sharing.items()
+        every = tuple(indices)
+        found: list[tuple[int, ...]] = [()] * len(capacities)
+        for m in eligible:
+            found[m] = every
+        return found
+    kinds: list[list[int]] = [[] for _ in capacities]  # per member: its eligible tuples
+    classes = list(sharing.values())
+    for kind, eligible in enumerate(sharing):
+        for m in eligible:
+            kinds[m].append(kind)
+    merged: dict[tuple[int, ...], tuple[int, ...]] = {}
+    result: list[tuple[int, ...]] = []
+    for mine in kinds:
+        key = tuple(mine)
+        combined = merged.get(key)
+        if combined is None:
+            combined = merged[key] = tuple(sorted(gi for k in key for gi in classes[k]))
+        result.append(combined)
+    return result
 
 
 def _gain_cells(groups: Sequence[GroupShares]) -> dict[int, list[int]]:
