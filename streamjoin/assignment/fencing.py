@@ -8,13 +8,13 @@ only from the changelog offsets members report: no broker round trip.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from streamjoin.assignment.model import MemberState, TaskGroup
 
-__all__ = ["History", "read_history"]
+__all__ = ["History", "TaskRows", "read_history"]
 
 Task = tuple[int, int]  # (group index, partition)
 
@@ -26,7 +26,7 @@ class History:
     #: per group, per partition: member index of the fenced previous owner, or -1
     owner: tuple[list[int], ...]
     #: task -> member indices that held a standby for it, sorted
-    standby_holders: Mapping[Task, tuple[int, ...]]
+    standby_holders: Mapping[Task, Sequence[int]]
     #: task -> [(lag, member index)] of its standby holders, former and
     #: previous owners that reported offsets for it, best first (computed on
     #: demand: only the tasks that move or need standbys are looked at)
@@ -63,7 +63,8 @@ def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) ->
     contested: dict[Task, list[int]] = {}
     former: dict[Task, list[int]] = {}
     fenced = 0
-    standby_holders: dict[Task, list[int]] = {}
+    # per group, per partition: members holding a standby (None: nobody)
+    standby_rows: list[list[list[int] | None]] = [[None] * g.partitions for g in groups]
     changelog_group = {t: g for g in groups for t in g.changelogs}
     changelog_index = {t: i for g in groups for i, t in enumerate(g.changelogs)}
     # per group, per partition: member -> its offset of each of the task's
@@ -111,11 +112,16 @@ def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) ->
                         if not entry or entry[-1] != m:
                             entry.append(m)
         if gen is not None:
-            claimed: dict[int, set[int]] = {}
+            # a group's topics mostly claim the same partitions: merge only when not
+            claimed: dict[int, Sequence[int]] = {}
             for topic, partitions in member.actives.items():
                 claim_group = group_of.get(topic)
                 if claim_group is not None:
-                    claimed.setdefault(claim_group.index, set()).update(partitions)
+                    had = claimed.get(claim_group.index)
+                    if had is None:
+                        claimed[claim_group.index] = partitions
+                    elif had != partitions:
+                        claimed[claim_group.index] = sorted({*had, *partitions})
             for gi, parts in claimed.items():
                 if m not in eligible_sets[gi]:
                     continue
@@ -151,23 +157,24 @@ def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) ->
                 or m not in eligible_sets[held_group.index]
             ):
                 continue
-            gi, limit = held_group.index, held_group.partitions
+            held_rows, limit = standby_rows[held_group.index], held_group.partitions
             for p in partitions:
                 if 0 <= p < limit:
                     # members come in index order: lists stay sorted, and a
                     # member listing a task under several changelogs counts once
-                    entry = standby_holders.setdefault((gi, p), [])
-                    if not entry or entry[-1] != m:
-                        entry.append(m)
+                    holding = held_rows[p]
+                    if holding is None:
+                        held_rows[p] = [m]
+                    elif holding[-1] != m:
+                        holding.append(m)
 
     for gi, p in contested:
         owner[gi][p] = -1
     fenced += sum(len(claimants) for claimants in contested.values())
-    holders = {t: tuple(s) for t, s in standby_holders.items()}
     formers = {t: tuple(sorted(ms)) for t, ms in former.items()}
     return History(
         owner=owner,
-        standby_holders=holders,
+        standby_holders=TaskRows(standby_rows),
         warm=Lags(reports, [len(g.changelogs) for g in groups]),
         contested=frozenset(contested),
         fenced=fenced,
@@ -175,6 +182,48 @@ def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) ->
         # two members claiming one warm-up of the same generation: neither counts
         warmup_holder={t: ms[0] for t, ms in sorted(warmups.items()) if len(ms) == 1},
     )
+
+
+class TaskRows(Mapping[Task, Sequence[int]]):
+    """Task -> members, kept as one row per group: no tuple key per task.
+
+    Read-only; iterates tasks in (group, partition) order.
+    """
+
+    __slots__ = ("_rows",)
+
+    def __init__(self, rows: Sequence[Sequence[Sequence[int] | None]]) -> None:
+        self._rows = rows
+
+    def __getitem__(self, task: Task) -> Sequence[int]:
+        gi, p = task
+        if 0 <= gi < len(self._rows) and 0 <= p < len(self._rows[gi]):
+            found = self._rows[gi][p]
+            if found is not None:
+                return found
+        raise KeyError(task)
+
+    def get(self, task: Task, default: Any = None) -> Any:
+        gi, p = task
+        try:
+            found = self._rows[gi][p] if gi >= 0 and p >= 0 else None
+        except IndexError:
+            found = None
+        return default if found is None else found
+
+    def __iter__(self) -> Iterator[Task]:
+        for gi, row in enumerate(self._rows):
+            for p, found in enumerate(row):
+                if found is not None:
+                    yield (gi, p)
+
+    def __len__(self) -> int:
+        return sum(len(row) - row.count(None) for row in self._rows)
+
+    def __contains__(self, task: object) -> bool:
+        if not isinstance(task, tuple) or len(task) != 2:
+            return False
+        return self.get(task) is not None
 
 
 class Lags:

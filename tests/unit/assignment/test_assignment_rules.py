@@ -355,3 +355,20 @@ def test_a_joining_member_gets_warmups_not_cold_actives() -> None:
     assert len(out["assignment"]["b"]["warmups"]["imp-changelog"]) == JOIN["imp"] // 2
     assert out["stats"]["target_active_spread"] == 0
     assert out["stats"]["cold_activations"] == 0 and out["stats"]["moved"] == 0
+
+
+def test_task_rows_read_like_a_mapping_of_tasks() -> None:
+    from streamjoin.assignment.fencing import TaskRows
+
+    rows = TaskRows([[None, [2, 5]], [[1], None, None]])
+    assert rows.get((0, 1)) == [2, 5]
+    assert rows.get((0, 0)) is None
+    assert rows.get((0, 0), ()) == ()
+    assert rows.get((7, 0), ()) == () and rows.get((0, -1)) is None
+    assert rows[(1, 0)] == [1]
+    with pytest.raises(KeyError):
+        rows[(1, 2)]
+    assert list(rows) == [(0, 1), (1, 0)]
+    assert len(rows) == 2
+    assert (0, 1) in rows and (1, 1) not in rows and "x" not in rows
+    assert dict(rows) == {(0, 1): [2, 5], (1, 0): [1]}
