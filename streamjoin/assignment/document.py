@@ -208,6 +208,93 @@ def _member(
     )
 
 
+def _members_in_bulk(
+    raw_members: list[Any],
+    topics: Mapping[str, int],
+    seen: dict[tuple[Any, ...], tuple[str, ...]],
+) -> tuple[MemberState, ...] | None:
+    """All members, built the fast way: the common shape checked per member,
+    partition numbers and offsets checked once for the whole document.
+
+    Returns None as soon as anything is not plainly valid; the caller then
+    parses member by member, which names the first problem. Valid input gives
+    exactly what that slow path gives.
+    """
+    lists: list[Any] = []  # every partition list
+    raw_offsets: list[Any] = []  # every partition -> offset object, as given
+    offsets: list[dict[int, Any]] = []  # the same, keys made integers
+    members: list[MemberState] = []
+    keys = topics.keys()
+    try:
+        for doc in raw_members:
+            if type(doc) is not dict or not doc.keys() <= _MEMBER_KEYS:
+                return None
+            member_id = doc.get("id")
+            raw_topics = doc.get("topics")
+            if type(member_id) is not str or not member_id or type(raw_topics) is not list:
+                return None
+            subscribed = seen.get(tuple(raw_topics))
+            if subscribed is None:
+                subscribed = _subscription(raw_topics, "", topics, seen)
+            host = doc.get("host", member_id)
+            rack = doc.get("rack")
+            capacity = doc.get("capacity", 1)
+            generation = doc.get("generation")
+            if (
+                type(host) is not str
+                or not host
+                or not (rack is None or type(rack) is str)
+                or type(capacity) is not int
+                or capacity < 1
+                or not (generation is None or (type(generation) is int and generation >= 0))
+            ):
+                return None
+            parts: list[dict[str, tuple[int, ...]]] = []
+            for field in ("actives", "standbys", "warmups"):
+                obj = doc.get(field)
+                if obj is None and field not in doc:
+                    parts.append({})
+                    continue
+                if type(obj) is not dict or not keys >= obj.keys():
+                    return None
+                lists.extend(obj.values())
+                parts.append(
+                    {t: tuple(v) if len(v) < 2 else tuple(sorted(set(v))) for t, v in obj.items()}
+                )
+            by_topic = doc.get("offsets", {})
+            if type(by_topic) is not dict or not keys >= by_topic.keys():
+                return None
+            reported = {t: {int(k): o for k, o in raw.items()} for t, raw in by_topic.items()}
+            raw_offsets.extend(by_topic.values())
+            offsets.extend(reported.values())
+            members.append(
+                MemberState(
+                    id=member_id,
+                    topics=subscribed,
+                    host=host,
+                    rack=rack,
+                    capacity=capacity,
+                    generation=generation,
+                    actives=parts[0],
+                    standbys=parts[1],
+                    offsets=reported,
+                    warmups=parts[2],
+                )
+            )
+    except (TypeError, ValueError, AttributeError, InvalidGroupStateError):
+        return None
+    if (
+        set(map(type, lists)) <= {list}
+        and set(map(type, raw_offsets)) <= {dict}
+        and sum(map(len, raw_offsets)) == sum(map(len, offsets))
+        and _all_ints(itertools.chain.from_iterable(lists), 0)
+        and _all_ints(itertools.chain.from_iterable(offsets), 0)
+        and _all_ints(itertools.chain.from_iterable(d.values() for d in offsets), -1)
+    ):
+        return tuple(members)
+    return None
+
+
 def parse_group_state(doc: Any) -> GroupState:
     """Validate a group-state document and build the :class:`GroupState`."""
     root = _obj(doc, "document")
@@ -226,9 +313,11 @@ def parse_group_state(doc: Any) -> GroupState:
     if not raw_members:
         raise _fail("members", "the group has no members: nothing to assign to")
     subscriptions: dict[tuple[Any, ...], tuple[str, ...]] = {}
-    members = tuple(
-        _member(m, f"members[{i}]", topics, subscriptions) for i, m in enumerate(raw_members)
-    )
+    members = _members_in_bulk(raw_members, topics, subscriptions)
+    if members is None:  # something is off: check member by member, naming the culprit
+        members = tuple(
+            _member(m, f"members[{i}]", topics, subscriptions) for i, m in enumerate(raw_members)
+        )
     seen: set[str] = set()
     for member in members:
         if member.id in seen:

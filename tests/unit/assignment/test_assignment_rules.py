@@ -100,6 +100,17 @@ def test_copartitioning_error_names_every_topic_and_the_fix() -> None:
             "actives.imp[1]: expected an integer",
         ),
         (lambda d: d["members"][0].update(actives={"nope": [0]}), "unknown topic 'nope'"),
+        (lambda d: d["members"][0].update(actives={"imp": "01"}), "actives.imp: expected a JSON"),
+        (lambda d: d["members"][0].update(standbys={"imp": [True]}), "expected an integer"),
+        (lambda d: d["members"][0].update(warmups={"imp": [-1]}), "must be at least 0"),
+        (lambda d: d["members"][0].update(offsets={"imp-changelog": [1]}), "expected a JSON"),
+        (lambda d: d["members"][0].update(rack=3), "rack: expected a string or null"),
+        (lambda d: d["members"][0].update(host=""), "host: expected a non-empty string"),
+        (lambda d: d["members"][0].update(generation=True), "generation: expected an integer"),
+        (lambda d: d["members"][0].update(generation=-1), "generation: must be at least 0"),
+        (lambda d: d["members"][0].update(topics=[["imp"]]), "expected a topic name"),
+        (lambda d: d["members"][0].update(extra=1), "unknown field(s) ['extra']"),
+        (lambda d: d["members"][0].update(actives=None), "actives: expected a JSON object"),
     ],
 )
 def test_bad_documents_are_rejected_with_the_field_named(mutate: Any, needle: str) -> None:
@@ -108,6 +119,42 @@ def test_bad_documents_are_rejected_with_the_field_named(mutate: Any, needle: st
     with pytest.raises(InvalidGroupStateError) as caught:
         assign_document(doc)
     assert needle in str(caught.value)
+
+
+def test_the_first_bad_member_is_named_even_when_a_later_one_is_bad_too() -> None:
+    # members are checked in bulk first; the error must still be the first in order
+    doc = _doc(_member("a"), _member("b"), _member("c"))
+    doc["members"][0]["offsets"] = {"imp-changelog": {"2": "x"}}
+    doc["members"][2]["topics"] = ["nope"]
+    with pytest.raises(InvalidGroupStateError) as caught:
+        assign_document(doc)
+    assert "members[0] (a).offsets.imp-changelog.2: expected an integer" in str(caught.value)
+
+
+def test_bulk_and_member_by_member_parsing_agree() -> None:
+    from streamjoin.assignment import document
+
+    doc = _doc(
+        _member("a", generation=2, actives={"imp": [3, 1, 1], "clk": [1, 3]}, rack="r1"),
+        _member(
+            "b",
+            generation=2,
+            host="h",
+            capacity=2,
+            standbys={"imp-changelog": [3]},
+            warmups={"imp-changelog": [0]},
+            offsets={"imp-changelog": {"3": 7, "0": -1}},
+        ),
+        {"id": "c", "topics": ["imp", "clk", "imp-changelog", "imp"]},
+    )
+    topics = doc["topics"]
+    fast = document._members_in_bulk(doc["members"], topics, {})
+    slow = tuple(
+        document._member(m, f"members[{i}]", topics, {}) for i, m in enumerate(doc["members"])
+    )
+    assert fast == slow
+    assert fast is not None and fast[0].actives == {"imp": (1, 3), "clk": (1, 3)}
+    assert fast[2].topics == ("clk", "imp", "imp-changelog")
 
 
 def test_orphaned_tasks_go_to_the_most_caught_up_standby() -> None:
