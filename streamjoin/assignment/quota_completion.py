@@ -74,6 +74,8 @@ class _Completion:
         heapq.heapify(self.needy)
         heapq.heapify(self.spare)
         self.relaxed = False
+        #: gain_cells as sets, built the first time the greedy gets stuck
+        self.gain_sets: dict[int, frozenset[int]] | None = None
 
     def run(self) -> bool:
         """Complete every group in order; return whether a bound was relaxed."""
@@ -89,7 +91,12 @@ class _Completion:
             while want:
                 # the greedy got stuck: take the cheapest augmenting path, first
                 # among members with room or a previous unit, then through anyone
-                if _augment_cheapest(self.groups, self.rounding, self.gain_cells) is None:
+                if self.gain_sets is None:
+                    self.gain_sets = {gi: frozenset(c) for gi, c in self.gain_cells.items()}
+                if (
+                    _augment_cheapest(self.groups, self.rounding, self.gain_cells, self.gain_sets)
+                    is None
+                ):
                     break
                 want = g.ups - self.rounding.filled[g.index]
             if want:
@@ -182,7 +189,10 @@ def _up_candidates(group: GroupShares) -> Sequence[int]:
 
 
 def _augment_cheapest(
-    groups: Sequence[GroupShares], rounding: Rounding, gain_cells: Mapping[int, list[int]]
+    groups: Sequence[GroupShares],
+    rounding: Rounding,
+    gain_cells: Mapping[int, list[int]],
+    gain_sets: Mapping[int, frozenset[int]],
 ) -> int | None:
     """Apply the cheapest augmenting path; None when there is none.
 
@@ -192,7 +202,6 @@ def _augment_cheapest(
     rounding's marginal cost never drops below zero. Otherwise the wide
     search decides.
     """
-    gain_sets = {gi: frozenset(cells) for gi, cells in gain_cells.items()}
     empty: frozenset[int] = frozenset()
 
     def gain(m: int, gi: int) -> bool:

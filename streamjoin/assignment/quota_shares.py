@@ -44,13 +44,21 @@ class GroupShares:
 
     __slots__ = ("base", "capacity", "demand", "frac", "index", "uniform", "uniform_base", "ups")
 
-    def __init__(self, index: int, demand: Demand, capacities: Sequence[int]) -> None:
+    def __init__(
+        self, index: int, demand: Demand, capacities: Sequence[int], same: int | None = None
+    ) -> None:
+        """``same``: the capacity every member has, when they all have the same (a shortcut)."""
         self.index = index
         self.demand = demand
-        caps = [capacities[m] for m in demand.eligible]
-        self.capacity = sum(caps)
-        self.uniform = min(caps, default=1) == max(caps, default=1)
-        n = len(caps)
+        n = len(demand.eligible)
+        if same is not None:
+            caps: list[int] = []
+            self.capacity = same * n
+            self.uniform = True
+        else:
+            caps = [capacities[m] for m in demand.eligible]
+            self.capacity = sum(caps)
+            self.uniform = min(caps, default=1) == max(caps, default=1)
         if self.uniform and n:
             self.uniform_base = demand.total // n
             self.ups = demand.total - self.uniform_base * n

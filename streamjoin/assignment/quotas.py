@@ -57,7 +57,8 @@ def balanced_quotas(demands: Sequence[Demand], capacities: Sequence[int]) -> Quo
     ``capacities[m]`` is member ``m``'s capacity (a positive integer);
     ``demands[g].eligible`` are indices into it.
     """
-    groups = [GroupShares(i, d, capacities) for i, d in enumerate(demands)]
+    same = capacities[0] if capacities and min(capacities) == max(capacities) else None
+    groups = [GroupShares(i, d, capacities, same) for i, d in enumerate(demands)]
     lo, hi = row_bounds(groups, capacities, _member_groups(groups, capacities))
     rounding = Rounding(groups, lo, hi)
 
