@@ -89,7 +89,7 @@ def _release_rank(history: History, g: int, p: int, m: int, acceptable_lag: int)
 def _warm_target(
     history: History, g: int, p: int, room: Mapping[int, int], acceptable_lag: int
 ) -> int | None:
-    ranked = history.warm.get((g, p))
+    ranked = history.warm.get((g, p)) if history.warm.reported((g, p)) else None
     if ranked:
         former = history.former.get((g, p), ())
         for lag, m in ranked:

@@ -119,10 +119,11 @@ def _warm_orphans(group: TaskGroup, history: History, acceptable_lag: int) -> di
     preferred: dict[int, int] = {}
     if not group.stateful:
         return preferred
+    reported = history.warm.reported
     for p, owner in enumerate(history.owner[group.index]):
         if owner >= 0:
             continue
-        ranked = history.warm.get((group.index, p))
+        ranked = history.warm.get((group.index, p)) if reported((group.index, p)) else None
         if ranked:
             lag, m = ranked[0]
             if lag <= acceptable_lag:

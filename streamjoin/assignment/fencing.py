@@ -262,6 +262,10 @@ class Lags:
             found = self._dicts[task] = {m: lag for lag, m in self.get(task) or ()}
         return found
 
+    def reported(self, task: Task) -> bool:
+        """Did any member report offsets for the task's changelogs? (Cheap.)"""
+        return bool(self._reports[task[0]][task[1]])
+
     def is_caught_up(self, task: Task, m: int, acceptable_lag: int) -> bool:
         """Is member ``m`` caught up on ``task``? (The common question, answered cheaply.)"""
         gi, p = task

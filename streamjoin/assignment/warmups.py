@@ -63,8 +63,13 @@ def settle(
         warmup = [-1] * group.partitions
         if group.stateful:
             lags_of, caught_up = history.warm.of, history.warm.is_caught_up
+            reported = history.warm.reported
             for p, t in enumerate(target):
                 task = (group.index, p)
+                if not reported(task):  # nobody has state: the target starts it
+                    if t != previous[p]:
+                        cold += 1
+                    continue
                 if caught_up(task, t, acceptable_lag):
                     if t != previous[p]:
                         warm += 1
