@@ -266,6 +266,33 @@ class Lags:
         """Did any member report offsets for the task's changelogs? (Cheap.)"""
         return bool(self._reports[task[0]][task[1]])
 
+    def caught_up_row(
+        self, gi: int, members: Sequence[int], acceptable_lag: int
+    ) -> list[bool | None]:
+        """For every partition ``p`` of group ``gi``: is ``members[p]`` caught up on it?
+
+        None where nobody reported offsets for the task. The same answers as
+        :meth:`reported` and :meth:`is_caught_up`, for a whole group at once.
+        """
+        rows = self._reports[gi]
+        if self._widths[gi] != 1:
+            return [
+                self.is_caught_up((gi, p), m, acceptable_lag) if rows[p] else None
+                for p, m in enumerate(members)
+            ]
+        answers: list[bool | None] = []
+        for by_member, m in zip(rows, members, strict=True):
+            if not by_member:
+                answers.append(None)
+                continue
+            own = by_member.get(m)
+            if own is None:
+                answers.append(False)
+                continue
+            floor = own + acceptable_lag
+            answers.append(max(by_member.values()) <= floor)
+        return answers
+
     def is_caught_up(self, task: Task, m: int, acceptable_lag: int) -> bool:
         """Is member ``m`` caught up on ``task``? (The common question, answered cheaply.)"""
         gi, p = task

@@ -62,18 +62,19 @@ def settle(
         owner = list(target)
         warmup = [-1] * group.partitions
         if group.stateful:
-            lags_of, caught_up = history.warm.of, history.warm.is_caught_up
-            reported = history.warm.reported
+            lags_of = history.warm.of
+            caught_up = history.warm.caught_up_row(group.index, target, acceptable_lag)
             for p, t in enumerate(target):
-                task = (group.index, p)
-                if not reported(task):  # nobody has state: the target starts it
+                ready = caught_up[p]
+                if ready is None:  # nobody has state: the target starts it
                     if t != previous[p]:
                         cold += 1
                     continue
-                if caught_up(task, t, acceptable_lag):
+                if ready:
                     if t != previous[p]:
                         warm += 1
                     continue
+                task = (group.index, p)
                 # (only eligible members report offsets: fencing leaves out the others)
                 lags = lags_of(task)
                 chosen, wants_warmup = _holder(lags, t, previous[p], acceptable_lag, hosts)
