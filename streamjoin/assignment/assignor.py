@@ -21,7 +21,9 @@ import dataclasses
 import itertools
 import operator
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from streamjoin.assignment.actives import place_actives
 from streamjoin.assignment.errors import InvalidGroupStateError
@@ -40,7 +42,7 @@ from streamjoin.assignment.quotas import Demand, balanced_quotas
 from streamjoin.assignment.standbys import place_standbys
 from streamjoin.assignment.warmups import settle
 
-__all__ = ["assign"]
+__all__ = ["MemberTables", "Placement", "assign", "member_tables", "place"]
 
 
 def assign(state: GroupState) -> Assignment:
@@ -48,10 +50,45 @@ def assign(state: GroupState) -> Assignment:
 
     The result does not depend on the order of ``state.members``.
     """
-    return _assign(state)
+    placed = place(state)
+    tables = member_tables(placed, tuple)
+    return Assignment(
+        members={
+            member.id: MemberAssignment(
+                actives=dict(sorted(tables.actives[m].items())),
+                standbys=dict(sorted(tables.standbys[m].items())),
+                warmups=dict(sorted(tables.warmups[m].items())),
+            )
+            for m, member in enumerate(placed.members)
+        },
+        generation=placed.generation,
+        groups=placed.groups,
+        moves=placed.moves,
+        stats=placed.stats,
+    )
 
 
-def _assign(state: GroupState) -> Assignment:
+@dataclass(frozen=True)
+class Placement:
+    """Where every task goes, by member index: what :func:`assign` renders."""
+
+    state: GroupState
+    #: the members sorted by id (the indices below point into it)
+    members: tuple[MemberState, ...]
+    groups: tuple[TaskGroup, ...]
+    #: per group, per partition: the active's member
+    owners: list[list[int]]
+    #: per group, per partition: the standbys' members (stateful groups)
+    standbys: list[list[tuple[int, ...]]]
+    #: per group, per partition: the warm-up's member, or -1
+    warmups: list[list[int]]
+    generation: int
+    moves: tuple[Move, ...]
+    stats: dict[str, object]
+
+
+def place(state: GroupState) -> Placement:
+    """Compute the assignment of ``state`` by member index (see :func:`assign`)."""
     members = tuple(sorted(state.members, key=lambda m: m.id))
     if not members:
         raise InvalidGroupStateError("the group has no members: nothing to assign to")
@@ -88,7 +125,6 @@ def _assign(state: GroupState) -> Assignment:
     standbys, standby_relaxed = place_standbys(
         groups, owners, settled.warmups, actual, members, state.standby_replicas, capacities
     )
-    result = _render(state, members, groups, owners, standbys, settled.warmups)
     minimum = history.owned - sum(
         min(count, active_quotas.quotas[gi].get(m, 0))
         for gi, counts in enumerate(previous_counts)
@@ -105,10 +141,14 @@ def _assign(state: GroupState) -> Assignment:
         held_back=settled.held_back,
         relaxed_balance=active_quotas.relaxed or standby_relaxed,
     )
-    return Assignment(
-        members=result,
-        generation=generation,
+    return Placement(
+        state=state,
+        members=members,
         groups=groups,
+        owners=owners,
+        standbys=standbys,
+        warmups=settled.warmups,
+        generation=generation,
         moves=tuple(sorted(moves, key=lambda mv: (mv.group, mv.partition))),
         stats=stats,
     )
@@ -135,57 +175,68 @@ def _warm_orphans(group: TaskGroup, history: History, acceptable_lag: int) -> di
     return preferred
 
 
-def _render(
-    state: GroupState,
-    members: Sequence[MemberState],
-    groups: Sequence[TaskGroup],
-    owners: Sequence[Sequence[int]],
-    standbys: Sequence[Sequence[tuple[int, ...]]],
-    warmups: Sequence[Sequence[int]],
-) -> dict[str, MemberAssignment]:
-    actives: list[dict[str, tuple[int, ...]]] = [{} for _ in members]
-    backups: list[dict[str, tuple[int, ...]]] = [{} for _ in members]
-    warming: list[dict[str, tuple[int, ...]]] = [{} for _ in members]
-    for group, owner, spare, warmup in zip(groups, owners, standbys, warmups, strict=True):
+Frozen = TypeVar("Frozen", tuple[int, ...], list[int])
+
+
+@dataclass(frozen=True)
+class MemberTables(Generic[Frozen]):
+    """Per member index: topic -> partitions, in group order (not sorted)."""
+
+    actives: list[dict[str, Frozen]]
+    standbys: list[dict[str, Frozen]]
+    warmups: list[dict[str, Frozen]]
+
+
+def member_tables(placed: Placement, make: Callable[[list[int]], Frozen]) -> MemberTables[Frozen]:
+    """Every member's partitions per topic, each made with ``make`` (tuple or list).
+
+    ``tuple`` shares one value between the topics of a group; any other
+    ``make`` gets a value per topic (lists must not be shared).
+    """
+    state, members = placed.state, placed.members
+    share = make is tuple
+    actives: list[dict[str, Frozen]] = [{} for _ in members]
+    backups: list[dict[str, Frozen]] = [{} for _ in members]
+    warming: list[dict[str, Frozen]] = [{} for _ in members]
+
+    def put(
+        tables: list[dict[str, Frozen]], by_member: dict[int, list[int]], topics: Sequence[str]
+    ) -> None:
+        for m, parts in by_member.items():
+            target = tables[m]
+            if share:
+                frozen = make(parts)
+                for topic in topics:
+                    target[topic] = frozen
+            else:
+                for topic in topics:
+                    target[topic] = make(parts)
+
+    for group, owner, spare, warmup in zip(
+        placed.groups, placed.owners, placed.standbys, placed.warmups, strict=True
+    ):
         mine: dict[int, list[int]] = {}
         for p, m in enumerate(owner):
             mine.setdefault(m, []).append(p)
-        for m, parts in mine.items():
-            frozen = tuple(parts)
-            target = actives[m]
-            for topic in group.topics:
-                target[topic] = frozen
+        put(actives, mine, group.topics)
         if group.stateful:
             held: dict[int, list[int]] = {}
             for p, holders in enumerate(spare):
                 for m in holders:
                     held.setdefault(m, []).append(p)
-            for m, parts in held.items():
-                frozen = tuple(parts)
-                for topic in group.changelogs:
-                    backups[m][topic] = frozen
-            restoring: dict[int, list[int]] = {}
+            put(backups, held, group.changelogs)
             if warmup.count(-1) != len(warmup):  # (most groups have none)
+                restoring: dict[int, list[int]] = {}
                 for p, m in enumerate(warmup):
                     if m >= 0:
                         restoring.setdefault(m, []).append(p)
-            for m, parts in restoring.items():
-                frozen = tuple(parts)
-                for topic in group.changelogs:
-                    warming[m][topic] = frozen
+                put(warming, restoring, group.changelogs)
     for topic in sorted(state.global_changelogs):
-        everything = tuple(range(state.topics[topic]))
+        everything = list(range(state.topics[topic]))
         for m, member in enumerate(members):
             if topic in member.topics:
-                actives[m][topic] = everything
-    return {
-        member.id: MemberAssignment(
-            actives=dict(sorted(actives[m].items())),
-            standbys=dict(sorted(backups[m].items())),
-            warmups=dict(sorted(warming[m].items())),
-        )
-        for m, member in enumerate(members)
-    }
+                actives[m][topic] = make(everything)
+    return MemberTables(actives, backups, warming)
 
 
 def _group_spread(counts: Counter[int], group: TaskGroup) -> int:

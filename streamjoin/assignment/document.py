@@ -12,7 +12,7 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
-from streamjoin.assignment.assignor import assign
+from streamjoin.assignment.assignor import member_tables, place
 from streamjoin.assignment.errors import InvalidGroupStateError
 from streamjoin.assignment.model import Assignment, GroupState, MemberState
 
@@ -374,7 +374,23 @@ def render_assignment(result: Assignment) -> dict[str, Any]:
 def assign_document(doc: Any) -> dict[str, Any]:
     """Assign a group-state document; return the assignment document.
 
+    The same as ``render_assignment(assign(parse_group_state(doc)))``, rendered
+    straight from the placement (no frozen values in between).
+
     Raises :class:`InvalidGroupStateError` (or its sibling
     :class:`CopartitioningError`) with a message naming the bad field.
     """
-    return render_assignment(assign(parse_group_state(doc)))
+    placed = place(parse_group_state(doc))
+    tables = member_tables(placed, list)
+    return {
+        "assignment": {
+            member.id: {
+                "actives": dict(sorted(tables.actives[m].items())),
+                "standbys": dict(sorted(tables.standbys[m].items())),
+                "warmups": dict(sorted(tables.warmups[m].items())),
+            }
+            for m, member in enumerate(placed.members)
+        },
+        "generation": placed.generation,
+        "stats": dict(placed.stats),
+    }

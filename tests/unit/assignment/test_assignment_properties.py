@@ -20,7 +20,7 @@ from invariants import (
     warmups_of,
 )
 
-from streamjoin.assignment import assign_document
+from streamjoin.assignment import assign, assign_document, parse_group_state, render_assignment
 
 Doc = dict[str, Any]
 
@@ -116,6 +116,8 @@ SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[Heal
 def test_invariants_hold_on_random_groups(doc: Doc) -> None:
     out = assign_document(doc)
     check_all(doc, out)
+    # the document path renders straight from the placement: same as the frozen one
+    assert out == render_assignment(assign(parse_group_state(doc)))
 
 
 @SETTINGS
