@@ -55,9 +55,7 @@ def assign(state: GroupState) -> Assignment:
     return Assignment(
         members={
             member.id: MemberAssignment(
-                actives=dict(sorted(tables.actives[m].items())),
-                standbys=dict(sorted(tables.standbys[m].items())),
-                warmups=dict(sorted(tables.warmups[m].items())),
+                actives=tables.actives[m], standbys=tables.standbys[m], warmups=tables.warmups[m]
             )
             for m, member in enumerate(placed.members)
         },
@@ -190,52 +188,52 @@ class MemberTables(Generic[Frozen]):
 def member_tables(placed: Placement, make: Callable[[list[int]], Frozen]) -> MemberTables[Frozen]:
     """Every member's partitions per topic, each made with ``make`` (tuple or list).
 
+    Each member's dicts are filled in topic order, so they come out sorted.
     ``tuple`` shares one value between the topics of a group; any other
     ``make`` gets a value per topic (lists must not be shared).
     """
     state, members = placed.state, placed.members
-    share = make is tuple
     actives: list[dict[str, Frozen]] = [{} for _ in members]
     backups: list[dict[str, Frozen]] = [{} for _ in members]
     warming: list[dict[str, Frozen]] = [{} for _ in members]
-
-    def put(
-        tables: list[dict[str, Frozen]], by_member: dict[int, list[int]], topics: Sequence[str]
-    ) -> None:
-        for m, parts in by_member.items():
-            target = tables[m]
-            if share:
-                frozen = make(parts)
-                for topic in topics:
-                    target[topic] = frozen
-            else:
-                for topic in topics:
-                    target[topic] = make(parts)
-
+    # (topic, the tables it goes to, member -> its partitions), then filled in topic order
+    fills: list[tuple[str, list[dict[str, Frozen]], dict[int, list[int]]]] = []
     for group, owner, spare, warmup in zip(
         placed.groups, placed.owners, placed.standbys, placed.warmups, strict=True
     ):
         mine: dict[int, list[int]] = {}
         for p, m in enumerate(owner):
             mine.setdefault(m, []).append(p)
-        put(actives, mine, group.topics)
+        fills.extend((topic, actives, mine) for topic in group.topics)
         if group.stateful:
             held: dict[int, list[int]] = {}
             for p, holders in enumerate(spare):
                 for m in holders:
                     held.setdefault(m, []).append(p)
-            put(backups, held, group.changelogs)
+            fills.extend((topic, backups, held) for topic in group.changelogs)
             if warmup.count(-1) != len(warmup):  # (most groups have none)
                 restoring: dict[int, list[int]] = {}
                 for p, m in enumerate(warmup):
                     if m >= 0:
                         restoring.setdefault(m, []).append(p)
-                put(warming, restoring, group.changelogs)
-    for topic in sorted(state.global_changelogs):
+                fills.extend((topic, warming, restoring) for topic in group.changelogs)
+    for topic in state.global_changelogs:
         everything = list(range(state.topics[topic]))
-        for m, member in enumerate(members):
-            if topic in member.topics:
-                actives[m][topic] = make(everything)
+        readers = {m: everything for m, member in enumerate(members) if topic in member.topics}
+        fills.append((topic, actives, readers))
+    fills.sort(key=lambda fill: fill[0])  # stable: a topic is in each table at most once
+    frozen: dict[int, dict[int, Frozen]] = {}  # id(member -> partitions) -> shared tuples
+    share = make is tuple
+    for topic, tables, by_member in fills:
+        if share:
+            made = frozen.get(id(by_member))
+            if made is None:
+                made = frozen[id(by_member)] = {m: make(p) for m, p in by_member.items()}
+            for m, value in made.items():
+                tables[m][topic] = value
+        else:
+            for m, parts in by_member.items():
+                tables[m][topic] = make(parts)
     return MemberTables(actives, backups, warming)
 
 

@@ -385,9 +385,9 @@ def assign_document(doc: Any) -> dict[str, Any]:
     return {
         "assignment": {
             member.id: {
-                "actives": dict(sorted(tables.actives[m].items())),
-                "standbys": dict(sorted(tables.standbys[m].items())),
-                "warmups": dict(sorted(tables.warmups[m].items())),
+                "actives": tables.actives[m],
+                "standbys": tables.standbys[m],
+                "warmups": tables.warmups[m],
             }
             for m, member in enumerate(placed.members)
         },

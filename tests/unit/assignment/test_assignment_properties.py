@@ -118,6 +118,9 @@ def test_invariants_hold_on_random_groups(doc: Doc) -> None:
     check_all(doc, out)
     # the document path renders straight from the placement: same as the frozen one
     assert out == render_assignment(assign(parse_group_state(doc)))
+    for owned in out["assignment"].values():  # topics listed in order
+        for kind in ("actives", "standbys", "warmups"):
+            assert list(owned[kind]) == sorted(owned[kind])
 
 
 @SETTINGS
