@@ -66,20 +66,32 @@ def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) ->
     # per group, per partition: members holding a standby (None: nobody)
     standby_rows: list[list[list[int] | None]] = [[None] * g.partitions for g in groups]
     changelog_group = {t: g for g in groups for t in g.changelogs}
-    changelog_index = {t: i for g in groups for i, t in enumerate(g.changelogs)}
     # per group, per partition: member -> its offset of each of the task's
     # changelogs (None: not reported); one-changelog groups keep the bare offset
     reports: list[list[dict[int, Any] | None]] = [[None] * g.partitions for g in groups]
     latest = max((m.generation for m in members if m.generation is not None), default=None)
     warmups: dict[Task, list[int]] = {}
+    # changelog topic -> (its group's eligible members or None for everyone, its
+    # group's report rows, partitions, changelogs, its index among them)
+    slots = {
+        t: (
+            None if len(g.eligible) == len(members) else eligible_sets[g.index],
+            reports[g.index],
+            g.partitions,
+            len(g.changelogs),
+            i,
+        )
+        for g in groups
+        for i, t in enumerate(g.changelogs)
+    }
     for m, member in enumerate(members):
         for topic, offsets in member.offsets.items():
-            reported_group = changelog_group.get(topic)
-            if reported_group is None or m not in eligible_sets[reported_group.index]:
+            slot = slots.get(topic)
+            if slot is None:
                 continue
-            gi, limit = reported_group.index, reported_group.partitions
-            rows = reports[gi]
-            width = len(reported_group.changelogs)
+            allowed, rows, limit, width, ci = slot
+            if allowed is not None and m not in allowed:
+                continue
             if width == 1:
                 for p, offset in offsets.items():
                     if 0 <= p < limit:
@@ -89,7 +101,6 @@ def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) ->
                         else:
                             single[m] = offset
                 continue
-            ci = changelog_index[topic]
             for p, offset in offsets.items():
                 if 0 <= p < limit:
                     by_member = rows[p]
