@@ -222,6 +222,13 @@ class TaskRows(Mapping[Task, Sequence[int]]):
             found = None
         return default if found is None else found
 
+    def row(self, gi: int, partitions: int) -> list[Sequence[int]]:
+        """Group ``gi``'s members per partition, ``()`` where there are none."""
+        found = self._rows[gi] if 0 <= gi < len(self._rows) else ()
+        row = [() if m is None else m for m in found[:partitions]]
+        row.extend(() for _ in range(partitions - len(row)))
+        return row
+
     def __iter__(self) -> Iterator[Task]:
         for gi, row in enumerate(self._rows):
             for p, found in enumerate(row):

@@ -18,14 +18,13 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from itertools import islice, repeat
 
-from streamjoin.assignment.fencing import History
+from streamjoin.assignment.fencing import History, TaskRows
 from streamjoin.assignment.model import MemberState, TaskGroup
 from streamjoin.assignment.quotas import Demand, balanced_quotas
 
 __all__ = ["place_standbys"]
 
 _SEARCH_DEPTH = 32  # candidates examined for a fresh rack before settling
-
 #: (-room, tie-break, member), most room first; the tie-break is the member, or
 #: a sequence number once its room changed; stale once its room changes again
 _Entry = tuple[int, int, int]
@@ -173,8 +172,9 @@ class _Tasks:
 
 def _rows(tasks: _Rows, gi: int, partitions: int) -> list[Sequence[int]]:
     """Group ``gi``'s row of ``tasks``: the members of each partition."""
-    get = tasks.get
-    return [get((gi, p), ()) for p in range(partitions)]
+    if isinstance(tasks, TaskRows):
+        return tasks.row(gi, partitions)
+    return [tasks.get((gi, p), ()) for p in range(partitions)]
 
 
 class _Layout:

@@ -419,3 +419,5 @@ def test_task_rows_read_like_a_mapping_of_tasks() -> None:
     assert len(rows) == 2
     assert (0, 1) in rows and (1, 1) not in rows and "x" not in rows
     assert dict(rows) == {(0, 1): [2, 5], (1, 0): [1]}
+    assert rows.row(0, 2) == [(), [2, 5]] and rows.row(1, 4) == [[1], (), (), ()]
+    assert rows.row(9, 1) == [()]
