@@ -1,0 +1,263 @@
+"""Where standbys may go and how much room each member has left. Pure.
+
+:class:`Layout` holds where a group's eligible members are (hosts, racks) and
+the per-task limits derived from it; :class:`Rooms` the standby room each
+member has left in one group's quota, with the searches the standby pass
+(:mod:`streamjoin.assignment.standbys`) makes: the member with the most room
+on a fresh rack, a swap that frees one, and the least-loaded fallback.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator, Mapping, Sequence
+from itertools import islice
+
+__all__ = ["Layout", "Rooms"]
+
+_SEARCH_DEPTH = 32  # candidates examined for a fresh rack before settling
+#: (-room, tie-break, member), most room first; the tie-break is the member, or
+#: a sequence number once its room changed; stale once its room changes again
+_Entry = tuple[int, int, int]
+
+
+class Layout:
+    """Where a group's eligible members are: hosts and racks, for per-task limits."""
+
+    def __init__(
+        self,
+        eligible: Sequence[int],
+        hosts: Sequence[str],
+        racks: Sequence[str | None],
+        replicas: int,
+    ) -> None:
+        self.eligible, self.hosts, self.racks, self.replicas = eligible, hosts, racks, replicas
+        self.per_host: dict[str, int] = {}
+        self.per_rack: dict[str | None, int] = {}
+        self.per_rack_host: dict[tuple[str | None, str], int] = {}
+        self.racks_of_host: dict[str, set[str | None]] = {}
+        self.rack_members: dict[str | None, list[int]] = {}  # in index order
+        for m in sorted(eligible):
+            h, r = hosts[m], racks[m]
+            self.per_host[h] = self.per_host.get(h, 0) + 1
+            self.per_rack[r] = self.per_rack.get(r, 0) + 1
+            self.per_rack_host[(r, h)] = self.per_rack_host.get((r, h), 0) + 1
+            self.racks_of_host.setdefault(h, set()).add(r)
+            self.rack_members.setdefault(r, []).append(m)
+        self.plain: dict[int, tuple[int, int]] = {}  # active (no warm-up) -> limit
+        self.paired: dict[tuple[int, int], tuple[int, int]] = {}  # (active, warm-up) -> limit
+
+    def task_limits(self, owner: Sequence[int], warmup: Sequence[int]) -> tuple[list[int], ...]:
+        """Per task: the standbys it gets, and the racks its copies span."""
+        plain, paired = self.plain, self.paired
+        plain.update([(o, self.limit(o, -1)) for o in dict.fromkeys(owner) if o not in plain])
+        found = list(map(plain.__getitem__, owner))
+        if max(warmup, default=-1) >= 0:
+            for p, (o, w) in enumerate(zip(owner, warmup, strict=True)):
+                if w >= 0:
+                    found[p] = paired.get((o, w)) or paired.setdefault((o, w), self.limit(o, w))
+        if found and found.count(found[0]) == len(found):  # mostly: every task alike
+            return [found[0][0]] * len(found), [found[0][1]] * len(found)
+        return [count for count, _ in found], [span for _, span in found]
+
+    def limit(self, owner: int, warmup: int) -> tuple[int, int]:
+        """Standbys a task with this active and warm-up gets, and the racks its copies span."""
+        count = min(self.replicas, self.other_hosts(owner, warmup))
+        if len(self.per_rack) == 1:
+            return count, 1
+        return count, min(1 + count, 1 + self.other_racks(owner, warmup))
+
+    def other_hosts(self, owner: int, warmup: int) -> int:
+        """Hosts other than the active's with a member that is neither active nor warm-up."""
+        n = len(self.per_host) - 1
+        if warmup >= 0:
+            h = self.hosts[warmup]
+            if h != self.hosts[owner] and self.per_host[h] == 1:
+                n -= 1
+        return n
+
+    def other_racks(self, owner: int, warmup: int) -> int:
+        """Racks other than the active's with such a member on a host other than the active's."""
+        home, rack = self.hosts[owner], self.racks[owner]
+        suspects = set(self.racks_of_host[home])
+        if warmup >= 0:
+            suspects.add(self.racks[warmup])
+        suspects.discard(rack)
+        n = len(self.per_rack) - 1
+        for r in suspects:
+            left = self.per_rack[r] - self.per_rack_host.get((r, home), 0)
+            if warmup >= 0 and self.racks[warmup] == r and self.hosts[warmup] != home:
+                left -= 1
+            if left <= 0:
+                n -= 1
+        return n
+
+
+class Rooms:
+    """Standby room left per member: a heap over members with room, and per rack
+    (built on first need: rack-safety picks that no member with room offers)."""
+
+    def __init__(self, quota: Mapping[int, int], layout: Layout) -> None:
+        self.room: dict[int, int] = {m: r for m, r in quota.items() if r}
+        self.layout, self.hosts, self.racks = layout, layout.hosts, layout.racks
+        self.heap: list[_Entry] = [(-r, m, m) for m, r in self.room.items() if r > 0]
+        heapq.heapify(self.heap)
+        #: per rack, entries of the members with room other than 0 when built (``nonzero``)
+        #: and of every change since; the others' would be ``(0, m, m)``: ``layout.rack_members``
+        self.by_rack: dict[str | None, list[_Entry]] | None = None
+        self.nonzero: set[int] = set()
+        self.seq = len(self.racks)
+
+    def take(self, m: int) -> None:
+        room = self.room[m] = self.room.get(m, 0) - 1
+        self.seq += 1
+        entry = (-room, self.seq, m)
+        if room > 0:
+            heapq.heappush(self.heap, entry)
+        if self.by_rack is not None:
+            heapq.heappush(self.by_rack.setdefault(self.racks[m], []), entry)
+
+    def keep(
+        self, candidates: Sequence[int], owner: int, mine: list[int], count: int, span: int
+    ) -> None:
+        """Sticky pass, one task: keep ``candidates`` in order while it needs them."""
+        hosts, racks, kept_racks = self.hosts, self.racks, [self.racks[owner]]
+        for m in candidates:
+            if len(mine) >= count:
+                break
+            if self.room.get(m, 0) <= 0 or any(hosts[c] == hosts[m] for c in [owner, *mine]):
+                continue
+            fresh = racks[m] not in kept_racks
+            # an old rack only while enough slots stay for the racks still needed
+            if fresh or count - len(mine) > span - len(kept_racks):
+                mine.append(m)
+                if fresh:
+                    kept_racks.append(racks[m])
+                self.take(m)
+
+    def first_fit(self, owner: int, warmup: int) -> int | None:
+        """:meth:`pick` for a task without standbys, if that takes one of the first two."""
+        heap, room, hosts, racks = self.heap, self.room, self.hosts, self.racks
+        home, rack = hosts[owner], racks[owner]
+        if not heap or room[heap[0][2]] != -heap[0][0]:
+            return None  # none, or stale
+        m = heap[0][2]
+        if racks[m] != rack and hosts[m] != home and m != warmup:
+            return heapq.heappop(heap)[2]
+        if len(heap) < 2:  # the first is skipped (host, warm-up) or a fallback (rack)
+            return None
+        key, _, m = heap[1] if len(heap) == 2 or heap[1] < heap[2] else heap[2]
+        if room[m] != -key or racks[m] == rack or hosts[m] == home or m == warmup:
+            return None
+        heapq.heapreplace(heap, heapq.heappop(heap))  # the first stays, m leaves
+        return m
+
+    def pick(self, owner: int, warmup: int, chosen: Sequence[int], any_rack: bool) -> int | None:
+        """The member with the most room, a fresh rack first (only one unless ``any_rack``)."""
+        heap, room, hosts, racks = self.heap, self.room, self.hosts, self.racks
+        used_hosts = {hosts[owner], *(hosts[c] for c in chosen)}
+        used_racks = {racks[owner], *(racks[c] for c in chosen)}
+        skipped: list[_Entry] = []
+        fallback: _Entry | None = None
+        pick: _Entry | None = None
+        while heap and len(skipped) < _SEARCH_DEPTH:
+            entry = heapq.heappop(heap)
+            m = entry[2]
+            if room.get(m, 0) != -entry[0] or -entry[0] <= 0:  # stale
+                continue
+            if hosts[m] in used_hosts or m in chosen or m == warmup:
+                skipped.append(entry)
+                continue
+            if racks[m] not in used_racks:
+                pick = entry
+                break
+            if fallback is None and any_rack:
+                fallback = entry
+            else:
+                skipped.append(entry)
+        if pick is None and fallback is not None:
+            pick, fallback = fallback, None
+        if fallback is not None:
+            skipped.append(fallback)
+        for entry in skipped:
+            heapq.heappush(heap, entry)
+        return pick[2] if pick is not None else None
+
+    def fresh_rack(
+        self, used_racks: set[str | None], used_hosts: set[str], warmup: int
+    ) -> int | None:
+        """The member with the most room (over quota if need be) on a rack not used yet."""
+        if self.by_rack is None:
+            self.by_rack = {r: [] for r in self.layout.rack_members}
+            for m, left in self.room.items():
+                if left:
+                    self.nonzero.add(m)
+                    self.by_rack[self.racks[m]].append((-left, m, m))
+            for entries in self.by_rack.values():
+                heapq.heapify(entries)
+        room, best = self.room, None
+        for rack in sorted(self.by_rack, key=lambda r: (r is None, r or "")):
+            if rack in used_racks:
+                continue
+            heap, popped = self.by_rack[rack], list[_Entry]()
+            zeros = (m for m in self.layout.rack_members.get(rack, ()) if m not in self.nonzero)
+            rest = ((0, m, m) for m in zeros if room.get(m, 0) == 0)  # unchanged since
+            for entry in islice(heapq.merge(_popping(heap, room, popped), rest), _SEARCH_DEPTH):
+                m = entry[2]
+                if self.hosts[m] not in used_hosts and m != warmup:
+                    best = min(best or (entry[0], m), (entry[0], m))
+                    break
+            for entry in popped:
+                heapq.heappush(heap, entry)
+        return best[1] if best is not None else None
+
+    def swap(
+        self, p: int, owner: Sequence[int], warmup: Sequence[int], chosen: list[list[int]]
+    ) -> int | None:
+        """Free a member for task ``p`` when only disallowed members have room.
+
+        Finds a placed standby ``x`` of another task ``q`` that ``p`` may use, such
+        that a member ``y`` with room may replace ``x`` on ``q`` without ``q``
+        losing a rack: then ``y`` takes ``q`` and ``x`` takes ``p``. Counts stay
+        within the quotas. Returns ``y``.
+        """
+        hosts, racks = self.hosts, self.racks
+        spare = sorted(m for m, r in self.room.items() if r > 0)
+        if not spare:
+            return None
+        blocked = {hosts[owner[p]], *(hosts[c] for c in chosen[p])}
+        for q, holders in enumerate(chosen):
+            if q == p:
+                continue
+            q_hosts = {hosts[owner[q]], *(hosts[c] for c in holders)}
+            for i, x in enumerate(holders):
+                if hosts[x] in blocked or x == warmup[p]:
+                    continue
+                # the racks q keeps without x: y must bring x's rack or a new one back
+                rest = {racks[owner[q]], *(racks[c] for c in holders if c != x)}
+                for y in spare:
+                    if hosts[y] in q_hosts or y == warmup[q]:
+                        continue
+                    if racks[x] not in rest and racks[y] in rest:
+                        continue
+                    holders[i] = y
+                    chosen[p].append(x)
+                    self.take(y)
+                    return y
+        return None
+
+    def least_loaded(self, owner: int, warmup: int, chosen: Sequence[int]) -> int | None:
+        """Quota exhausted for every allowed member: take the one with most room."""
+        hosts = self.hosts
+        used_hosts = {hosts[owner], *(hosts[c] for c in chosen)}
+        allowed = [m for m in self.layout.eligible if hosts[m] not in used_hosts and m != warmup]
+        return min(allowed, key=lambda m: (-self.room.get(m, 0), m), default=None)
+
+
+def _popping(heap: list[_Entry], room: Mapping[int, int], popped: list[_Entry]) -> Iterator[_Entry]:
+    """Pop ``heap``'s current entries in order, adding them to ``popped`` (stale ones dropped)."""
+    while heap:
+        entry = heapq.heappop(heap)
+        if room.get(entry[2], 0) == -entry[0]:
+            popped.append(entry)
+            yield entry
