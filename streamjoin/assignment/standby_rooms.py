@@ -9,13 +9,16 @@ on a fresh rack, a swap that frees one, and the least-loaded fallback.
 
 from __future__ import annotations
 
+import bisect
 import heapq
+import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from itertools import islice
 
 __all__ = ["Layout", "Rooms"]
 
 _SEARCH_DEPTH = 32  # candidates examined for a fresh rack before settling
+_SPREAD_DEPTH = 64  # members per rack compared when a pick must go over quota
 #: (-room, tie-break, member), most room first; the tie-break is the member, or
 #: a sequence number once its room changed; stale once its room changes again
 _Entry = tuple[int, int, int]
@@ -95,12 +98,25 @@ class Layout:
 
 class Rooms:
     """Standby room left per member: a heap over members with room, and per rack
-    (built on first need: rack-safety picks that no member with room offers)."""
+    (built on first need: rack-safety picks that no member with room offers).
 
-    def __init__(self, quota: Mapping[int, int], layout: Layout) -> None:
+    Members with equal room are taken in member order starting at ``start``
+    (the group's index): the members left with room a group's tasks could not
+    use (their racks were the actives') differ from group to group.
+    """
+
+    def __init__(
+        self, quota: Mapping[int, int], layout: Layout, load: Sequence[int], start: int
+    ) -> None:
+        """``load``: each member's standbys in the groups placed before this one."""
+        self.load, self.quota = load, quota
         self.room: dict[int, int] = {m: r for m, r in quota.items() if r}
         self.layout, self.hosts, self.racks = layout, layout.hosts, layout.racks
-        self.heap: list[_Entry] = [(-r, m, m) for m, r in self.room.items() if r > 0]
+        n = self.n = len(self.racks)
+        self.start = start % n if n else 0
+        self.heap: list[_Entry] = [
+            (-r, (m - self.start) % n, m) for m, r in self.room.items() if r > 0
+        ]
         heapq.heapify(self.heap)
         #: per rack, entries of the members with room other than 0 when built (``nonzero``)
         #: and of every change since; the others' would be ``(0, m, m)``: ``layout.rack_members``
@@ -192,7 +208,7 @@ class Rooms:
             for m, left in self.room.items():
                 if left:
                     self.nonzero.add(m)
-                    self.by_rack[self.racks[m]].append((-left, m, m))
+                    self.by_rack[self.racks[m]].append((-left, (m - self.start) % self.n, m))
             for entries in self.by_rack.values():
                 heapq.heapify(entries)
         room, best = self.room, None
@@ -200,16 +216,49 @@ class Rooms:
             if rack in used_racks:
                 continue
             heap, popped = self.by_rack[rack], list[_Entry]()
-            zeros = (m for m in self.layout.rack_members.get(rack, ()) if m not in self.nonzero)
-            rest = ((0, m, m) for m in zeros if room.get(m, 0) == 0)  # unchanged since
+            listed = self.layout.rack_members.get(rack, [])
+            cut = bisect.bisect_left(listed, self.start)  # in order from ``start``
+            zeros = (m for m in listed[cut:] + listed[:cut] if m not in self.nonzero)
+            rest = ((0, (m - self.start) % self.n, m) for m in zeros if room.get(m, 0) == 0)
             for entry in islice(heapq.merge(_popping(heap, room, popped), rest), _SEARCH_DEPTH):
                 m = entry[2]
                 if self.hosts[m] not in used_hosts and m != warmup:
-                    best = min(best or (entry[0], m), (entry[0], m))
+                    rank = (entry[0], (m - self.start) % self.n, m)
+                    best = min(best or rank, rank)
                     break
             for entry in popped:
                 heapq.heappush(heap, entry)
-        return best[1] if best is not None else None
+        if best is not None and best[0] >= 0:  # over quota anyway: spread such picks
+            return self._fewest_standbys(best[0], best[2], used_racks, used_hosts, warmup)
+        return best[2] if best is not None else None
+
+    def _fewest_standbys(
+        self,
+        level: int,
+        found: int,
+        used_racks: set[str | None],
+        used_hosts: set[str],
+        warmup: int,
+    ) -> int:
+        """Of the allowed members on unused racks with room ``-level`` (as much as any
+        has), the one with the fewest standbys so far, in all groups: the group's
+        quota cannot hold, the total balance still can. Looks at the first
+        ``_SPREAD_DEPTH`` such members per rack, in order from ``start``, and ``found``."""
+        room, hosts, load, quota = self.room, self.hosts, self.load, self.quota
+        best = (load[found] + quota.get(found, 0) - room.get(found, 0), found)
+        for rack, listed in sorted(self.layout.rack_members.items(), key=_rack_order):
+            if rack in used_racks:
+                continue
+            cut = bisect.bisect_left(listed, self.start)
+            allowed = (
+                m
+                for m in itertools.chain(listed[cut:], listed[:cut])
+                if -room.get(m, 0) == level and hosts[m] not in used_hosts and m != warmup
+            )
+            for m in itertools.islice(allowed, _SPREAD_DEPTH):
+                total = (load[m] + quota.get(m, 0) - room.get(m, 0), m)
+                best = min(best, total)
+        return best[1]
 
     def swap(
         self, p: int, owner: Sequence[int], warmup: Sequence[int], chosen: list[list[int]]
@@ -247,11 +296,21 @@ class Rooms:
         return None
 
     def least_loaded(self, owner: int, warmup: int, chosen: Sequence[int]) -> int | None:
-        """Quota exhausted for every allowed member: take the one with most room."""
+        """Quota exhausted for every allowed member: the one with most room, then
+        the fewest standbys so far."""
         hosts = self.hosts
         used_hosts = {hosts[owner], *(hosts[c] for c in chosen)}
         allowed = [m for m in self.layout.eligible if hosts[m] not in used_hosts and m != warmup]
-        return min(allowed, key=lambda m: (-self.room.get(m, 0), m), default=None)
+        room, load, quota = self.room, self.load, self.quota
+        return min(
+            allowed,
+            key=lambda m: (-room.get(m, 0), load[m] + quota.get(m, 0) - room.get(m, 0), m),
+            default=None,
+        )
+
+
+def _rack_order(item: tuple[str | None, object]) -> tuple[bool, str]:
+    return item[0] is None, item[0] or ""
 
 
 def _popping(heap: list[_Entry], room: Mapping[int, int], popped: list[_Entry]) -> Iterator[_Entry]:

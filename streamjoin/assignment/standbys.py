@@ -13,6 +13,7 @@ they already hold (sticky, warm) before new ones are handed out.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from itertools import repeat
@@ -56,6 +57,7 @@ def place_standbys(
         demands.append(Demand(sum(tasks.counts), group.eligible, tasks.previous))
     result = balanced_quotas(demands, capacities)
     relaxed = result.relaxed
+    load = [0] * len(members)  # standbys per member in the groups placed so far
 
     placed: list[list[tuple[int, ...]]] = []
     for group, owner, warmup, found, quota in zip(
@@ -65,7 +67,7 @@ def place_standbys(
             placed.append([() for _ in range(group.partitions)])
             continue
         counts, span = found.counts, found.span
-        rooms = Rooms(quota, layouts[group.eligible])
+        rooms = Rooms(quota, layouts[group.eligible], load, group.index)
         room, take = rooms.room, rooms.take
         chosen: list[list[int]] = [[] for _ in range(group.partitions)]
         # 1. sticky: keep standbys members hold (or have state for): a fresh
@@ -81,7 +83,7 @@ def place_standbys(
         # 2. fill: racks the task still needs first (over quota if need be),
         #    then the most remaining room (a task full now stays full)
         todo = [p for p, c in enumerate(chosen) if len(c) < counts[p]]
-        todo.sort(key=owner.__getitem__)
+        todo.sort(key=lambda p: (-room.get(owner[p], 0), owner[p]))
         for p in todo:
             o, w, mine = owner[p], warmup[p], chosen[p]
             while len(mine) < counts[p]:
@@ -108,6 +110,8 @@ def place_standbys(
             for c in chosen:
                 c.sort()
         placed.append(list(map(tuple, chosen)))
+        for m in itertools.chain.from_iterable(chosen):
+            load[m] += 1
     return placed, relaxed
 
 
