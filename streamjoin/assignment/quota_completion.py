@@ -90,9 +90,13 @@ class _Completion:
             want = self._spare(g, want, fits)
             while want:
                 # the greedy got stuck: take the cheapest augmenting path, first
-                # among members with room or a previous unit, then through anyone
+                # a short trade, then among members with room or a previous unit,
+                # then through anyone
                 if self.gain_sets is None:
                     self.gain_sets = {gi: frozenset(c) for gi, c in self.gain_cells.items()}
+                if self._trade(g, fits):
+                    want -= 1
+                    continue
                 if (
                     _augment_cheapest(self.groups, self.rounding, self.gain_cells, self.gain_sets)
                     is None
@@ -102,6 +106,39 @@ class _Completion:
             if want:
                 self._relax(g, want)
         return self.relaxed
+
+    def _trade(self, g: GroupShares, fits: Callable[[int], bool]) -> bool:
+        """The short augmenting path, tried before the general search; True when applied.
+
+        Every extra slot is taken and the members below their lower bound are
+        already up in ``g``: a member ``x`` with room for an extra rounds up in
+        ``g``, the extra comes from a member ``y`` that gives its round-up in
+        another group ``h`` to a member ``n`` below its lower bound. ``x`` is a
+        gainful cell of ``g``: the trade keeps at least as many units as it gives
+        up (the cheapest any path can be at this stage), so the rounding stays
+        the cheapest for its size.
+        """
+        rounding = self.rounding
+        lo, hi, used, up = rounding.lo, rounding.hi, rounding.used, rounding.up
+        if rounding.extras_used < rounding.extra_slots:
+            return False
+        needy = sorted(m for _, _, m in self.needy if used[m] < lo[m])
+        takers = [x for x in self.gain_cells.get(g.index, ()) if lo[x] <= used[x] < hi[x]]
+        takers = [x for x in takers if fits(x)]
+        if not needy or not takers:
+            return False
+        x = takers[0]
+        for n in needy:
+            for h in self.groups:
+                if h.index == g.index or n in up[h.index] or not _fitter(h, rounding)(n):
+                    continue
+                for y in sorted(up[h.index]):
+                    if y in (n, x) or used[y] <= lo[y]:
+                        continue
+                    rounding.hand_over(h.index, y, n)
+                    rounding.add(g.index, x)
+                    return True
+        return False
 
     def _preferred(self, g: GroupShares, want: int, fits: Callable[[int], bool]) -> int:
         """Round up on ``g``'s preferred members, heaviest first; the units still wanted.

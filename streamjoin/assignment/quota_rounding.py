@@ -98,6 +98,20 @@ class Rounding:
         if self._member_ups is not None:
             self._member_ups.setdefault(m, []).append(gi)
 
+    def hand_over(self, gi: int, giver: int, taker: int) -> None:
+        """``giver`` gives its round-up in group ``gi`` to ``taker``; counts follow."""
+        if self.used[giver] > self.lo[giver]:
+            self.extras_used -= 1
+        self.used[giver] -= 1
+        self.up[gi].discard(giver)
+        if self.used[taker] >= self.lo[taker]:
+            self.extras_used += 1
+        self.used[taker] += 1
+        self.up[gi].add(taker)
+        if self._member_ups is not None:
+            self._member_ups[giver].remove(gi)
+            self._member_ups.setdefault(taker, []).append(gi)
+
     def _flip_on(self, gi: int, m: int) -> None:
         self.up[gi].add(m)
         self.member_ups.setdefault(m, []).append(gi)

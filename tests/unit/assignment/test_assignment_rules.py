@@ -454,3 +454,28 @@ def test_standbys_over_a_groups_quota_spread_over_members_not_pile_on_the_first(
     }
     assert max(counts.values()) - min(counts.values()) <= 3, sorted(counts.values())
     assert out["stats"]["standby_spread"] <= 3
+
+
+def test_a_member_joining_many_groups_keeps_the_minimum_moves_through_short_trades(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Every extra slot is taken and the joiner is already up in the groups still
+    # short: the completion trades a round-up instead of searching the whole graph.
+    from streamjoin.assignment import quota_completion
+
+    trades = []
+    original = quota_completion._Completion._trade
+
+    def counting(self: Any, g: Any, fits: Any) -> bool:
+        done = original(self, g, fits)
+        trades.append(done)
+        return done
+
+    monkeypatch.setattr(quota_completion._Completion, "_trade", counting)
+    doc = _many_joins(members=60, joins=20, base=7)
+    nxt = feed_back(doc, assign_document(doc))
+    nxt["members"].append({"id": "zz-new", "topics": doc["members"][0]["topics"], "rack": "r1"})
+    out = assign_document(nxt)
+    check_all(nxt, out)
+    assert any(trades)
+    assert out["stats"]["target_moved"] == out["stats"]["minimum_moves"] == 5
