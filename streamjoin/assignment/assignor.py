@@ -42,6 +42,8 @@ from streamjoin.assignment.quotas import Demand, balanced_quotas
 from streamjoin.assignment.standbys import place_standbys
 from streamjoin.assignment.warmups import settle
 
+_FEW_TOPICS = 4  # up to this many topics per group, filling topic by topic is faster
+
 __all__ = ["MemberTables", "Placement", "assign", "member_tables", "place"]
 
 
@@ -222,18 +224,27 @@ def member_tables(placed: Placement, make: Callable[[list[int]], Frozen]) -> Mem
         readers = {m: everything for m, member in enumerate(members) if topic in member.topics}
         fills.append((topic, actives, readers))
     fills.sort(key=lambda fill: fill[0])  # stable: a topic is in each table at most once
-    frozen: dict[int, dict[int, Frozen]] = {}  # id(member -> partitions) -> shared tuples
+    # consecutive topics of one group and table go in together: one update per member
     share = make is tuple
-    for topic, tables, by_member in fills:
-        if share:
-            made = frozen.get(id(by_member))
-            if made is None:
-                made = frozen[id(by_member)] = {m: make(p) for m, p in by_member.items()}
-            for m, value in made.items():
-                tables[m][topic] = value
-        else:
+    for _, run in itertools.groupby(fills, key=lambda f: (id(f[1]), id(f[2]))):
+        listed = list(run)
+        topics, tables, by_member = [fill[0] for fill in listed], listed[0][1], listed[0][2]
+        if len(topics) > _FEW_TOPICS:  # wide groups: the topics in bulk
             for m, parts in by_member.items():
-                tables[m][topic] = make(parts)
+                if share:
+                    tables[m].update(dict.fromkeys(topics, make(parts)))
+                else:
+                    tables[m].update(zip(topics, map(make, itertools.repeat(parts)), strict=False))
+            continue
+        for m, parts in by_member.items():
+            table = tables[m]
+            if share:
+                value = make(parts)
+                for topic in topics:
+                    table[topic] = value
+            else:
+                for topic in topics:
+                    table[topic] = make(parts)
     return MemberTables(actives, backups, warming)
 
 

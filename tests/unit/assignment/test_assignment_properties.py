@@ -121,6 +121,8 @@ def test_invariants_hold_on_random_groups(doc: Doc) -> None:
     for owned in out["assignment"].values():  # topics listed in order
         for kind in ("actives", "standbys", "warmups"):
             assert list(owned[kind]) == sorted(owned[kind])
+            lists = [id(parts) for parts in owned[kind].values()]
+            assert len(set(lists)) == len(lists)  # no list shared between topics
 
 
 @SETTINGS
