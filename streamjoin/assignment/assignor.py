@@ -180,7 +180,7 @@ Frozen = TypeVar("Frozen", tuple[int, ...], list[int])
 
 @dataclass(frozen=True)
 class MemberTables(Generic[Frozen]):
-    """Per member index: topic -> partitions, in group order (not sorted)."""
+    """Per member index: topic -> partitions, topics in sorted order."""
 
     actives: list[dict[str, Frozen]]
     standbys: list[dict[str, Frozen]]
