@@ -91,6 +91,16 @@ def _all_ints(items: Any, minimum: int) -> bool:
     return not values or (set(map(type, values)) == {int} and min(values) >= minimum)
 
 
+def _frozen_partitions(obj: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+    """Topic -> sorted, distinct partitions, for lists already checked (or checked after)."""
+    return {t: tuple(v) if len(v) < 2 else tuple(sorted(set(v))) for t, v in obj.items()}
+
+
+def _int_keys(obj: Mapping[str, Any]) -> dict[str, dict[int, Any]]:
+    """Topic -> partition -> offset with the partition keys made integers (may raise)."""
+    return {t: {int(k): o for k, o in by_p.items()} for t, by_p in obj.items()}
+
+
 def _partitions(value: Any, where: str, topics: Mapping[str, int]) -> dict[str, tuple[int, ...]]:
     obj = _obj(value, where)
     lists = list(obj.values())
@@ -99,7 +109,7 @@ def _partitions(value: Any, where: str, topics: Mapping[str, int]) -> dict[str, 
         and set(map(type, lists)) <= {list}
         and _all_ints(itertools.chain.from_iterable(lists), 0)
     ):  # the common case, checked in bulk
-        return {t: tuple(v) if len(v) < 2 else tuple(sorted(set(v))) for t, v in obj.items()}
+        return _frozen_partitions(obj)
     result: dict[str, tuple[int, ...]] = {}
     for topic, parts in obj.items():
         _topic(topic, f"{where}", topics)
@@ -114,7 +124,7 @@ def _offsets(value: Any, where: str, topics: Mapping[str, int]) -> dict[str, dic
     obj = _obj(value, where)
     if topics.keys() >= obj.keys() and set(map(type, obj.values())) <= {dict}:
         try:  # the common case, checked in bulk
-            fast = {t: {int(k): o for k, o in by_p.items()} for t, by_p in obj.items()}
+            fast = _int_keys(obj)
         except (TypeError, ValueError):
             fast = None
         if (
@@ -258,13 +268,11 @@ def _members_in_bulk(
                 if type(obj) is not dict or not keys >= obj.keys():
                     return None
                 lists.extend(obj.values())
-                parts.append(
-                    {t: tuple(v) if len(v) < 2 else tuple(sorted(set(v))) for t, v in obj.items()}
-                )
+                parts.append(_frozen_partitions(obj))
             by_topic = doc.get("offsets", {})
             if type(by_topic) is not dict or not keys >= by_topic.keys():
                 return None
-            reported = {t: {int(k): o for k, o in raw.items()} for t, raw in by_topic.items()}
+            reported = _int_keys(by_topic)
             raw_offsets.extend(by_topic.values())
             offsets.extend(reported.values())
             members.append(
