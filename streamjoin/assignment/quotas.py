@@ -90,13 +90,6 @@ def _member_groups(
     for g in groups:
         if g.demand.total:
             sharing.setdefault(g.demand.eligible, []).append(g.index)
-    if len(sharing) == 1:
-        ((eligible, indices),) = sharing.items()
-        every = tuple(indices)
-        found: list[tuple[int, ...]] = [()] * len(capacities)
-        for m in eligible:
-            found[m] = every
-        return found
     kinds: list[list[int]] = [[] for _ in capacities]  # per member: its eligible tuples
     classes = list(sharing.values())
     for kind, eligible in enumerate(sharing):
