@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import bisect
 import heapq
-import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from itertools import islice
 
@@ -114,15 +113,22 @@ class Rooms:
         self.layout, self.hosts, self.racks = layout, layout.hosts, layout.racks
         n = self.n = len(self.racks)
         self.start = start % n if n else 0
-        self.heap: list[_Entry] = [
-            (-r, (m - self.start) % n, m) for m, r in self.room.items() if r > 0
-        ]
+        self.heap: list[_Entry] = [(-r, self._rank(m), m) for m, r in self.room.items() if r > 0]
         heapq.heapify(self.heap)
         #: per rack, entries of the members with room other than 0 when built (``nonzero``)
         #: and of every change since; the others' would be ``(0, m, m)``: ``layout.rack_members``
         self.by_rack: dict[str | None, list[_Entry]] | None = None
         self.nonzero: set[int] = set()
         self.seq = len(self.racks)
+
+    def _rank(self, m: int) -> int:
+        """``m``'s place in member order starting at ``start`` (ties of equal room)."""
+        return (m - self.start) % self.n
+
+    def _from_start(self, listed: list[int]) -> list[int]:
+        """``listed`` (in member order) rotated to begin at ``start``."""
+        cut = bisect.bisect_left(listed, self.start)
+        return listed[cut:] + listed[:cut]
 
     def take(self, m: int) -> None:
         room = self.room[m] = self.room.get(m, 0) - 1
@@ -208,7 +214,7 @@ class Rooms:
             for m, left in self.room.items():
                 if left:
                     self.nonzero.add(m)
-                    self.by_rack[self.racks[m]].append((-left, (m - self.start) % self.n, m))
+                    self.by_rack[self.racks[m]].append((-left, self._rank(m), m))
             for entries in self.by_rack.values():
                 heapq.heapify(entries)
         room, best = self.room, None
@@ -216,14 +222,13 @@ class Rooms:
             if rack in used_racks:
                 continue
             heap, popped = self.by_rack[rack], list[_Entry]()
-            listed = self.layout.rack_members.get(rack, [])
-            cut = bisect.bisect_left(listed, self.start)  # in order from ``start``
-            zeros = (m for m in listed[cut:] + listed[:cut] if m not in self.nonzero)
-            rest = ((0, (m - self.start) % self.n, m) for m in zeros if room.get(m, 0) == 0)
+            listed = self._from_start(self.layout.rack_members.get(rack, []))
+            zeros = (m for m in listed if m not in self.nonzero)
+            rest = ((0, self._rank(m), m) for m in zeros if room.get(m, 0) == 0)
             for entry in islice(heapq.merge(_popping(heap, room, popped), rest), _SEARCH_DEPTH):
                 m = entry[2]
                 if self.hosts[m] not in used_hosts and m != warmup:
-                    rank = (entry[0], (m - self.start) % self.n, m)
+                    rank = (entry[0], self._rank(m), m)
                     best = min(best or rank, rank)
                     break
             for entry in popped:
@@ -249,13 +254,12 @@ class Rooms:
         for rack, listed in sorted(self.layout.rack_members.items(), key=_rack_order):
             if rack in used_racks:
                 continue
-            cut = bisect.bisect_left(listed, self.start)
             allowed = (
                 m
-                for m in itertools.chain(listed[cut:], listed[:cut])
+                for m in self._from_start(listed)
                 if -room.get(m, 0) == level and hosts[m] not in used_hosts and m != warmup
             )
-            for m in itertools.islice(allowed, _SPREAD_DEPTH):
+            for m in islice(allowed, _SPREAD_DEPTH):
                 total = (load[m] + quota.get(m, 0) - room.get(m, 0), m)
                 best = min(best, total)
         return best[1]
