@@ -207,12 +207,10 @@ class TaskRows(Mapping[Task, Sequence[int]]):
         self._rows = rows
 
     def __getitem__(self, task: Task) -> Sequence[int]:
-        gi, p = task
-        if 0 <= gi < len(self._rows) and 0 <= p < len(self._rows[gi]):
-            found = self._rows[gi][p]
-            if found is not None:
-                return found
-        raise KeyError(task)
+        found: Sequence[int] | None = self.get(task)
+        if found is None:
+            raise KeyError(task)
+        return found
 
     def get(self, task: Task, default: Any = None) -> Any:
         gi, p = task

@@ -123,8 +123,8 @@ class _Completion:
         if rounding.extras_used < rounding.extra_slots:
             return False
         needy = sorted(m for _, _, m in self.needy if used[m] < lo[m])
-        takers = [x for x in self.gain_cells.get(g.index, ()) if lo[x] <= used[x] < hi[x]]
-        takers = [x for x in takers if fits(x)]
+        cells = self.gain_cells.get(g.index, ())
+        takers = [x for x in cells if lo[x] <= used[x] < hi[x] and fits(x)]
         if not needy or not takers:
             return False
         x = takers[0]
