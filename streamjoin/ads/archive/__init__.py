@@ -42,7 +42,7 @@ from streamjoin.ads.errors import ArchiveConfigError, ArchiveError
 # public name -> "module:attribute", imported on first access
 _LAZY: dict[str, str] = {
     "ArchiveSink": "streamjoin.ads.archive.sink:ArchiveSink",
-    "ArchiveStats": "streamjoin.ads.archive.sink:ArchiveStats",
+    "ArchiveStats": "streamjoin.ads.archive.stats:ArchiveStats",
     "archive_topics": "streamjoin.ads.archive.sink:archive_topics",
     "read_dataset": "streamjoin.ads.archive.files:read_dataset",
     "write_file": "streamjoin.ads.archive.files:write_file",

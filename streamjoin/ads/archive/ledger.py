@@ -123,6 +123,20 @@ class PartitionLedger(Generic[T]):
         """The offset after the last record offered, ``None`` before the first."""
         return self._next
 
+    def expected(self) -> int | None:
+        """The offset the next record should have: right after the last one
+        offered, or, before the first, right after the highest archived
+        (``None``: nothing offered, nothing archived).
+
+        A record delivered beyond it leaves records in between that the archive
+        never saw (see :meth:`ArchiveSink._fill_gap
+        <streamjoin.ads.archive.sink.ArchiveSink._fill_gap>`).
+        """
+        if self._next is not None:
+            return self._next
+        high = self.highest()
+        return None if high is None else high + 1
+
     def highest(self, bucket: HourBucket | None = None) -> int | None:
         """The highest archived offset of *bucket*, or of any bucket when ``None``."""
         if bucket is not None:
@@ -153,8 +167,9 @@ class PartitionLedger(Generic[T]):
                 return Offer.HELD
             return Offer.REPLAYED
         if self._next is None:
-            # the consumer starts at its committed offset: everything before it was
-            # acknowledged, so archived; older buckets cannot matter any more
+            # the consumer starts at its committed offset, or the sink read what lay
+            # between the archive's end and it first (ArchiveSink._fill_gap): older
+            # buckets cannot matter any more
             self._highest = {b: o for b, o in self._highest.items() if o >= offset}
         self._next = offset + 1
         if record is None:

@@ -39,6 +39,7 @@ __all__ = [
     "Row",
     "SourceRecord",
     "click_row",
+    "header_map",
     "impression_row",
     "late_row",
     "outcome_row",
@@ -59,6 +60,12 @@ class SourceRecord:
     value: bytes | None
     #: header name -> value (the last one of a name)
     headers: Mapping[str, bytes] = field(default_factory=dict)
+
+
+def header_map(raw: Any) -> dict[str, bytes]:
+    """Record headers (a list of pairs or a mapping) as name -> value."""
+    items = raw.items() if isinstance(raw, Mapping) else (raw or ())
+    return {str(name): bytes(value or b"") for name, value in items}
 
 
 @dataclass(frozen=True)
@@ -93,6 +100,14 @@ class Dataset:
         if not isinstance(ts, int):
             raise TypeError(f"{self.name}: {self.time_column} is {ts!r}, not an int")
         return hour_bucket(ts)
+
+    def bucketed(self, record: SourceRecord) -> tuple[HourBucket, Row] | None:
+        """``(hour bucket, row)`` of *record*, ``None`` when it is not archived."""
+        try:
+            row = self.convert(record)
+        except BadRecord:
+            return None
+        return (self.bucket(row), row)
 
 
 def impression_row(record: SourceRecord) -> Row:

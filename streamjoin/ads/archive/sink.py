@@ -1,18 +1,18 @@
 """``archive_topics(app, root, ...)``: a faust sink agent that archives topics as Parquet.
 
-One agent reads every archived topic (raw bytes) with manual acks. Each
-source topic-partition gets a :class:`~streamjoin.ads.archive.ledger.PartitionLedger`
-when the worker sees its first record after taking it: the ledger starts from
-the highest offset already archived per hour bucket, read off the file names
-of every hour directory of the dataset (a listing shared by all partitions
-taken in the same rebalance generation), so records an earlier owner already
-archived are skipped. Valid records are converted to rows and buffered; a
-partition's buffer is flushed, one file per hour bucket, when it holds
-``max_records`` rows, when its oldest row has waited ``flush_interval``
-seconds, and at once while a rebalance or a shutdown is under way (faust
-waits for every unacked record before it completes either). A record is acknowledged, so faust
-may commit its offset, only once the file holding it has been renamed into
-place; faust commits only contiguous acknowledged offsets.
+One agent reads every archived topic (raw bytes) with manual acks. A worker
+gives each source topic-partition a :class:`~streamjoin.ads.archive.ledger.PartitionLedger`
+at its first record after taking it, from the highest offset archived per hour
+bucket (read off the file names; one listing per dataset and rebalance
+generation), so records an earlier owner archived are skipped. When that first
+record is past the archive's end, the records in between are read from the
+brokers first (:meth:`ArchiveSink._fill_gap`): the files, not the committed
+offset, say where a partition resumes (faust may commit over records no stream
+saw). Valid records are buffered; a partition's buffer is flushed, one file per
+hour bucket, at ``max_records`` rows, when its oldest row has waited
+``flush_interval`` seconds, and at once during a rebalance or a shutdown. A
+record is acknowledged, so faust may commit its offset, only once the file
+holding it has been renamed into place.
 
 So a crash anywhere (even between the files of one flush) and the replay from
 the last committed offset neither loses nor duplicates a row: what is in a
@@ -28,7 +28,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +39,11 @@ from streamjoin.ads.archive.rows import (
     IMPRESSIONS,
     LATE,
     OUTCOMES,
-    BadRecord,
     Dataset,
     SourceRecord,
+    header_map,
 )
+from streamjoin.ads.archive.stats import ArchiveStats
 from streamjoin.ads.errors import ArchiveConfigError
 
 __all__ = ["ArchiveSink", "ArchiveStats", "archive_topics"]
@@ -56,44 +57,6 @@ DATASET_KEYS: Mapping[str, Dataset] = {
     "outcomes": OUTCOMES,
     "late": LATE,
 }
-
-
-@dataclass
-class ArchiveStats:
-    """Counters of one archive sink on this worker (since the worker started)."""
-
-    received: int = 0
-    rows: dict[str, int] = field(default_factory=dict)
-    files: dict[str, int] = field(default_factory=dict)
-    skipped_replays: int = 0
-    bad: int = 0
-    #: dead letters that are not late records (malformed inputs), not archived
-    not_late: int = 0
-    flushes: int = 0
-    takeovers: int = 0
-
-    @property
-    def rows_written(self) -> int:
-        """Rows written, all datasets."""
-        return sum(self.rows.values())
-
-    @property
-    def files_written(self) -> int:
-        """Files written, all datasets."""
-        return sum(self.files.values())
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready copy."""
-        return {
-            "received": self.received,
-            "rows": dict(sorted(self.rows.items())),
-            "files": dict(sorted(self.files.items())),
-            "skipped_replays": self.skipped_replays,
-            "bad": self.bad,
-            "not_late": self.not_late,
-            "flushes": self.flushes,
-            "takeovers": self.takeovers,
-        }
 
 
 class ArchiveSink:
@@ -199,33 +162,80 @@ class ArchiveSink:
             message.offset,
             message.key,
             message.value,
-            _headers(message),
+            header_map(getattr(message, "headers", None)),
         )
         dataset = self.datasets[record.topic]
-        now = time.monotonic()
         self.stats.received += 1
-        try:
-            row = dataset.convert(record)
-            item = (dataset.bucket(row), row)
-        except BadRecord:
-            item = None
+        item = dataset.bucketed(record)
         async with self._lock:
             ledger = self._ledgers.get((record.topic, record.partition))
             if ledger is None:
                 ledger = await self._take(dataset, record.topic, record.partition)
-            offer = ledger.offer(record.offset, item, event, now)
-            if offer is Offer.BUFFERED:
-                if ledger.buffered >= self.max_records:
-                    await self._flush(dataset, ledger)
-                return
-            if offer is Offer.REJECTED and dataset is LATE:
-                self.stats.not_late += 1  # a malformed input's dead letter: not archived
-            elif offer is Offer.REJECTED:
-                self.stats.bad += 1
-            else:
-                self.stats.skipped_replays += 1
-            if offer is not Offer.HELD:
-                event.ack()
+                expected = ledger.expected()
+                if expected is not None and record.offset > expected:
+                    await self._fill_gap(dataset, ledger, expected, record.offset)
+            await self._offer(dataset, ledger, record.offset, item, event)
+
+    async def _offer(
+        self,
+        dataset: Dataset,
+        ledger: PartitionLedger[Any],
+        offset: int,
+        item: tuple[Any, Any] | None,
+        event: Any,
+    ) -> None:
+        """Offer one record to its ledger (call with the lock held); *event*
+        (``None`` for a record read past faust) is acked once it is safe."""
+        offer = ledger.offer(offset, item, event, time.monotonic())
+        if offer is Offer.BUFFERED:
+            if ledger.buffered >= self.max_records:
+                await self._flush(dataset, ledger)
+            return
+        if offer is Offer.REJECTED and dataset is LATE:
+            self.stats.not_late += 1  # a malformed input's dead letter: not archived
+        elif offer is Offer.REJECTED:
+            self.stats.bad += 1
+        else:
+            self.stats.skipped_replays += 1
+        if offer is not Offer.HELD and event is not None:
+            event.ack()
+
+    async def _fill_gap(
+        self, dataset: Dataset, ledger: PartitionLedger[Any], start: int, stop: int
+    ) -> None:
+        """A partition just taken starts at *stop*, but the archive ends at *start* - 1:
+        offer offsets ``start..stop - 1``, read from the brokers, first (the
+        app's consumer stays where it is: a seek would make every agent read
+        them again). Malformed records and late-topic letters are only counted.
+        """
+        from streamjoin.faust.range_read import read_range
+
+        topic, partition = ledger.topic, ledger.partition
+        found = buffered = 0
+        async with aclosing(read_range(self.app.conf, topic, partition, start, stop)) as chunks:
+            async for records in chunks:
+                for r in records:
+                    source = SourceRecord(
+                        topic, partition, r.offset, r.key, r.value, header_map(r.headers)
+                    )
+                    item = dataset.bucketed(source)
+                    buffered += item is not None
+                    await self._offer(dataset, ledger, r.offset, item, None)
+                found += len(records)
+        self.stats.gaps += 1
+        self.stats.gap_records += found
+        logger.log(
+            logging.WARNING if buffered else logging.INFO,
+            "%s: %s[%d] taken at offset %d but archived up to %d: read %d record(s) "
+            "in between from the brokers, %d to archive",
+            self.label,
+            topic,
+            partition,
+            stop,
+            start - 1,
+            found,
+            buffered,
+        )
 
     async def _take(self, dataset: Dataset, topic: str, partition: int) -> PartitionLedger[Any]:
         listing = self._listings.get(dataset.name)
@@ -263,7 +273,8 @@ class ArchiveSink:
         if plan.files:
             await asyncio.to_thread(self._write_all, dataset, plan.files)
         for event in ledger.commit(plan):
-            event.ack()
+            if event is not None:  # None: a record read past faust (see _fill_gap)
+                event.ack()
         self.stats.flushes += 1
         self.stats.skipped_replays += plan.already_archived
         self.stats.files[dataset.name] = self.stats.files.get(dataset.name, 0) + len(plan.files)
@@ -406,10 +417,3 @@ def archive_topics(
         flush_interval=flush_interval,
         name=name,
     )
-
-
-def _headers(message: Any) -> dict[str, bytes]:
-    """A message's headers as name -> value (faust gives a list of pairs or a mapping)."""
-    raw = getattr(message, "headers", None) or ()
-    items = raw.items() if isinstance(raw, Mapping) else raw
-    return {str(name): bytes(value or b"") for name, value in items}

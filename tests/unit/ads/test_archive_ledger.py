@@ -86,6 +86,17 @@ def test_buckets_archived_below_the_first_offset_are_forgotten() -> None:
     assert (ledger.highest(H0), ledger.highest(H1)) == (None, 500)
 
 
+def test_the_expected_offset_follows_the_archive_then_what_was_offered() -> None:
+    assert PartitionLedger("clicks", 0).expected() is None  # nothing archived: no gap to see
+    ledger: PartitionLedger[int] = PartitionLedger("clicks", 0, {H0: 50, H1: 40})
+    assert ledger.expected() == 51  # after the highest offset of any bucket
+    ledger.offer(51, None, 51)  # a malformed record still moves it
+    assert ledger.expected() == 52
+    ledger.offer(60, (H1, _row(60)), 60)
+    ledger.offer(55, (H1, _row(55)), 55)  # a replay does not move it back
+    assert ledger.expected() == 61
+
+
 # -- crash and replay, against a model of a faust consumer and a directory ----------
 
 
