@@ -111,7 +111,9 @@ class Intake:
         async def _getmany(active_partitions: Any, timeout: float) -> Any:
             records = await original(active_partitions, timeout)
             if records:
-                await intake.take(consumer, records, active_partitions)
+                # the live set: the one faust delivers by (a copy may have been fetched with)
+                live = None if active_partitions is None else consumer._get_active_partitions()
+                await intake.take(consumer, records, live)
             return records
 
         consumer._getmany = _getmany

@@ -40,6 +40,7 @@ from typing import Any
 from faust.types import TP
 from mode import Service
 
+from streamjoin.faust.fetch_guard import install_fetch_guard
 from streamjoin.faust.restore_book import ChangelogBook, TaskGate
 from streamjoin.faust.restore_fetch import ChangelogFetcher, RestoreSettings, restore_consumer
 from streamjoin.faust.warmup_watch import WarmupWatch, request_rebalance
@@ -159,6 +160,7 @@ class Restorer(Service):
     ) -> None:
         """Start the restore session for generation *generation_id*."""
         app = self.app
+        install_fetch_guard(app.consumer)  # before the flow resumes (see fetch_guard)
         if generation_id != app.consumer_generation_id:
             logger.warning(
                 "rebalance generation %s superseded by %s; waiting for the next one",
