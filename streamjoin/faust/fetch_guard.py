@@ -20,11 +20,14 @@ would drop back to its first record, so that it is fetched again once active.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from aiokafka.errors import IllegalStateError
 
 __all__ = ["install_fetch_guard", "put_back"]
+
+logger = logging.getLogger(__name__)
 
 
 def install_fetch_guard(consumer: Any) -> bool:
@@ -41,7 +44,14 @@ def install_fetch_guard(consumer: Any) -> bool:
             return {}  # aiokafka would read an empty set as every partition
         records = await original(wanted, timeout)
         if records:
-            await put_back(consumer, records)
+            put = await put_back(consumer, records)
+            if put:
+                logger.info(
+                    "fetch guard: %d partition(s) paused while the fetch waited, "
+                    "read again from their first fetched record: %s",
+                    len(put),
+                    ", ".join(f"{tp.topic}[{tp.partition}]" for tp in put[:5]),
+                )
         return records
 
     consumer._getmany = _getmany
