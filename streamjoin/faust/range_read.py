@@ -22,10 +22,30 @@ from faust.types.enums import ProcessingGuarantee
 
 from streamjoin.errors import StreamjoinError
 
-__all__ = ["RangeReadError", "read_range"]
+__all__ = ["RangeReadError", "no_group_consumer", "read_range"]
 
 #: how long one fetch waits for records (ms)
 POLL_MS = 200
+
+
+def no_group_consumer(
+    conf: Any, name: str, *, auto_offset_reset: str, **options: Any
+) -> AIOKafkaConsumer:
+    """An aiokafka consumer of the app's brokers in no group (partitions are
+    assigned by hand), reading committed records only when the app produces in
+    transactions; *options* go to ``AIOKafkaConsumer`` as they are."""
+    exactly_once = conf.processing_guarantee == ProcessingGuarantee.EXACTLY_ONCE
+    return AIOKafkaConsumer(
+        bootstrap_servers=server_list(conf.broker, 9092),
+        client_id=f"{conf.broker_client_id}-{name}",
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset=auto_offset_reset,
+        isolation_level="read_committed" if exactly_once else "read_uncommitted",
+        request_timeout_ms=int(conf.broker_request_timeout * 1000),
+        **credentials_to_aiokafka_auth(conf.broker_credentials, conf.ssl_context),
+        **options,
+    )
 
 
 class RangeReadError(StreamjoinError):
@@ -48,18 +68,8 @@ async def read_range(
     """
     if stop <= start:
         return
-    exactly_once = conf.processing_guarantee == ProcessingGuarantee.EXACTLY_ONCE
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=server_list(conf.broker, 9092),
-        client_id=f"{conf.broker_client_id}-range",
-        group_id=None,
-        enable_auto_commit=False,
-        # records deleted by retention: go on from the oldest one left
-        auto_offset_reset="earliest",
-        isolation_level="read_committed" if exactly_once else "read_uncommitted",
-        request_timeout_ms=int(conf.broker_request_timeout * 1000),
-        **credentials_to_aiokafka_auth(conf.broker_credentials, conf.ssl_context),
-    )
+    # records deleted by retention: go on from the oldest one left
+    consumer = no_group_consumer(conf, "range", auto_offset_reset="earliest")
     tp = TopicPartition(topic, partition)
     await consumer.start()
     try:

@@ -28,10 +28,9 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import OffsetOutOfRangeError
-from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth, server_list
 from faust.types import TP
-from faust.types.enums import ProcessingGuarantee
 
+from streamjoin.faust.range_read import no_group_consumer
 from streamjoin.faust.restore_book import ChangelogBook, TaskGate
 from streamjoin.restore.plan import (
     PartitionProgress,
@@ -89,20 +88,14 @@ async def restore_consumer(
 def _new_restore_consumer(
     conf: Any, settings: type[RestoreSettings], fetch_max_wait_ms: int
 ) -> AIOKafkaConsumer:
-    exactly_once = conf.processing_guarantee == ProcessingGuarantee.EXACTLY_ONCE
-    return AIOKafkaConsumer(
-        bootstrap_servers=server_list(conf.broker, 9092),
-        client_id=f"{conf.broker_client_id}-restore",
-        group_id=None,
-        enable_auto_commit=False,
+    return no_group_consumer(
+        conf,
+        "restore",
         auto_offset_reset="none",
-        isolation_level="read_committed" if exactly_once else "read_uncommitted",
         fetch_max_bytes=settings.fetch_max_bytes,
         max_partition_fetch_bytes=settings.max_partition_fetch_bytes,
         fetch_max_wait_ms=fetch_max_wait_ms,
-        request_timeout_ms=int(conf.broker_request_timeout * 1000),
         check_crcs=False,
-        **credentials_to_aiokafka_auth(conf.broker_credentials, conf.ssl_context),
     )
 
 
