@@ -76,6 +76,15 @@ class _Completion:
         self.relaxed = False
         #: gain_cells as sets, built the first time the greedy gets stuck
         self.gain_sets: dict[int, frozenset[int]] | None = None
+        #: group index -> its round-up test, built once (it reads the live rounding)
+        self.fitters: dict[int, Callable[[int], bool]] = {}
+
+    def _fits(self, group: GroupShares) -> Callable[[int], bool]:
+        """:func:`_fitter` of *group*, built on first use."""
+        fits = self.fitters.get(group.index)
+        if fits is None:
+            fits = self.fitters[group.index] = _fitter(group, self.rounding)
+        return fits
 
     def run(self) -> bool:
         """Complete every group in order; return whether a bound was relaxed."""
@@ -83,7 +92,7 @@ class _Completion:
             want = g.ups - self.rounding.filled[g.index]
             if want <= 0:
                 continue
-            fits = _fitter(g, self.rounding)
+            fits = self._fits(g)
             if g.demand.preferred:
                 want = self._preferred(g, want, fits)
             want = self._needy(g, want, fits)
@@ -130,7 +139,7 @@ class _Completion:
         x = takers[0]
         for n in needy:
             for h in self.groups:
-                if h.index == g.index or n in up[h.index] or not _fitter(h, rounding)(n):
+                if h.index == g.index or n in up[h.index] or not self._fits(h)(n):
                     continue
                 for y in sorted(up[h.index]):
                     if y in (n, x) or used[y] <= lo[y]:
