@@ -233,7 +233,12 @@ class Join(TaskLifecycle):
         if self._tasks and not self._revoking:
             await self._tick()
         self._progress.maybe_log(
-            time.monotonic(), self.log_interval, self.stats, len(self._tasks), self._buffered
+            time.monotonic(),
+            self.log_interval,
+            self.stats,
+            len(self._tasks),
+            self._buffered,
+            len(self._parked),
         )
 
     def _waiting(self) -> int:

@@ -72,21 +72,29 @@ class ProgressLog:
         self._logged_n = 0
 
     def maybe_log(
-        self, now: float, interval: float, stats: JoinStats, tasks: int, buffered: int
+        self,
+        now: float,
+        interval: float,
+        stats: JoinStats,
+        tasks: int,
+        buffered: int,
+        parked: int = 0,
     ) -> None:
-        """Log a line if *interval* seconds passed since the last one and records were processed."""
+        """Log a line if *interval* seconds passed since the last one and records were
+        processed; *parked* tasks wait for a rebalance to end (see JoinTask.park)."""
         if now - self._logged_at >= interval and stats.processed != self._logged_n:
-            self._log(now, stats, tasks, buffered)
+            self._log(now, stats, tasks, buffered, parked)
 
-    def _log(self, now: float, stats: JoinStats, tasks: int, buffered: int) -> None:
+    def _log(self, now: float, stats: JoinStats, tasks: int, buffered: int, parked: int) -> None:
         rate = (stats.processed - self._logged_n) / max(now - self._logged_at, 1e-9)
         self._logged_at, self._logged_n = now, stats.processed
         emitted = ", ".join(f"{k} {v}" for k, v in sorted(stats.emitted.items()))
         self._logger.info(
-            "join %s: %d tasks, %d records processed (%.0f/s), %d buffered, %d skipped replays; "
-            "out: %s",
+            "join %s: %d tasks%s, %d records processed (%.0f/s), %d buffered, "
+            "%d skipped replays; out: %s",
             self._name,
             tasks,
+            f" ({parked} parked while the group rebalances)" if parked else "",
             stats.processed,
             rate,
             buffered,

@@ -8,6 +8,7 @@ database under them is the one they left.
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ import rocksdict
 
 from streamjoin.ads.policy import AdAttribution
 from streamjoin.faust.join_router import RecordRouter
-from streamjoin.faust.join_stats import JoinStats
+from streamjoin.faust.join_stats import JoinStats, ProgressLog
 from streamjoin.faust.join_tasks import LEFT, RIGHT, Chunk, Fetched, JoinTask, Output
 from streamjoin.join import keys
 from streamjoin.join.window import JoinWindow
@@ -239,3 +240,18 @@ def test_an_input_that_starts_beyond_the_state_is_read_again_three_times_at_most
     assert not task.rewinding(LEFT, 40, now_ms=40_000)  # the last window is over
     assert not task.rewind(LEFT, 10, now_ms=40_000)  # accepted: a gap
     assert task.see(LEFT, 40) == 10
+
+
+def test_the_progress_line_says_when_tasks_are_parked_for_a_rebalance(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    log = ProgressLog(logging.getLogger("test.join"), "billing")
+    stats = JoinStats()
+    caplog.set_level(logging.INFO, logger="test.join")
+    stats.processed = 10
+    log.maybe_log(10**9, 0.0, stats, 0, 0, parked=2)
+    stats.processed = 20
+    log.maybe_log(2 * 10**9, 0.0, stats, 2, 0)
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[0].startswith("join billing: 0 tasks (2 parked while the group rebalances), 10 ")
+    assert lines[1].startswith("join billing: 2 tasks, 20 records processed")
