@@ -32,6 +32,7 @@ pause, and ratios against ``warm-ups``.
 
     python benchmarks/rebalance.py [--partitions 6] [--state-records 600000]
                                    [--rate 600] [--phase-seconds 45]
+                                   [--session-timeout 6]
                                    [--variants warm-ups,cold,faust]
 """
 
@@ -160,6 +161,7 @@ def run_variant(
         "SJ_BENCH_KIND": kind,
         "SJ_BENCH_APP_ID": app_id,
         "SJ_BENCH_PARTITIONS": str(args.partitions),
+        "SJ_BENCH_SESSION_TIMEOUT": str(args.session_timeout),
         **extra,
     }
     say(f"{variant}: filling {app_id}-state-changelog with {args.state_records:,} records")
@@ -259,6 +261,16 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=15.0,
         help="wait after every task runs, before the first phase [%(default)s]",
+    )
+    add(
+        "--session-timeout",
+        type=float,
+        default=6.0,
+        help=(
+            "the workers' broker_session_timeout in seconds, the same for every variant;"
+            " the embedded broker holds every JoinGroup for about half of it, rounded up"
+            " to whole seconds [%(default)s]"
+        ),
     )
     add("--timeout", type=float, default=600.0, help="to reach a steady state [%(default)s]")
     add(

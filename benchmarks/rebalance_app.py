@@ -19,6 +19,7 @@ Environment:
     SJ_BENCH_KIND: ``streamjoin`` (default) or ``faust``.
     SJ_BENCH_APP_ID: app id, consumer group and topic prefix.
     SJ_BENCH_PARTITIONS: partitions of the input topic and the table (default 6).
+    SJ_BENCH_SESSION_TIMEOUT: ``broker_session_timeout`` in seconds (default 6).
 """
 
 from __future__ import annotations
@@ -33,14 +34,16 @@ import streamjoin
 KIND = os.environ.get("SJ_BENCH_KIND", "streamjoin")
 APP_ID = os.environ.get("SJ_BENCH_APP_ID", "bench-rebalance")
 PARTITIONS = int(os.environ.get("SJ_BENCH_PARTITIONS", "6"))
+#: the embedded broker holds each JoinGroup for about half the session timeout
+SESSION_TIMEOUT = float(os.environ.get("SJ_BENCH_SESSION_TIMEOUT", "6.0"))
 
 settings: dict[str, Any] = {
     "store": "rocksdb://",
     "topic_partitions": PARTITIONS,
     "topic_replication_factor": 1,
     "table_standby_replicas": 1,
-    "broker_session_timeout": 6.0,
-    "broker_heartbeat_interval": 1.0,
+    "broker_session_timeout": SESSION_TIMEOUT,
+    "broker_heartbeat_interval": min(1.0, SESSION_TIMEOUT / 4),
     "broker_rebalance_timeout": 20.0,
     "producer_max_batch_size": 1,
 }

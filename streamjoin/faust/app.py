@@ -14,8 +14,9 @@ them can still be overridden by passing the faust setting explicitly:
   ``broker_session_timeout`` seconds, live members heartbeat every
   ``broker_heartbeat_interval`` seconds, and the coordinator waits at most
   ``broker_rebalance_timeout`` seconds for members to rejoin. The embedded
-  broker also holds a first join for about half the session timeout (3 s
-  here, 30 s with faust's defaults). On a large production cluster raise
+  broker also holds every JoinGroup for half the session timeout, rounded up
+  to whole seconds (3 s here, 30 s with faust's defaults), so on it every
+  rebalance pauses at least that long. On a large production cluster raise
   them (faust's own defaults are 60/3/60 s).
 """
 

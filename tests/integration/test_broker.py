@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -118,3 +119,60 @@ def test_kill_9_of_the_broker_command_takes_the_broker_with_it() -> None:
         for stream in (proc.stdout, proc.stderr):
             if stream is not None:
                 stream.close()
+
+
+def _join_seconds(bootstrap: str, topic: str, group: str, session_ms: int) -> float:
+    """Seconds from a consumer's start to its first assignment, alone in a new group."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.abc import ConsumerRebalanceListener
+
+    async def measure() -> float:
+        assigned = asyncio.get_running_loop().create_future()
+
+        class Listener(ConsumerRebalanceListener):
+            def on_partitions_revoked(self, revoked: Any) -> None:
+                pass
+
+            def on_partitions_assigned(self, partitions: Any) -> None:
+                if not assigned.done():
+                    assigned.set_result(time.monotonic())
+
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            session_timeout_ms=session_ms,
+            heartbeat_interval_ms=max(250, session_ms // 4),
+            enable_auto_commit=False,
+        )
+        await consumer.start()
+        try:
+            started = time.monotonic()
+            consumer.subscribe([topic], listener=Listener())
+            getter = asyncio.ensure_future(consumer.getmany(timeout_ms=100))
+            try:
+                done = await asyncio.wait_for(assigned, 30)
+            finally:
+                getter.cancel()
+            return done - started
+        finally:
+            await consumer.stop()
+
+    return asyncio.run(asyncio.wait_for(measure(), 60))
+
+
+def test_the_broker_holds_a_join_for_half_the_session_timeout(broker: EmbeddedBroker) -> None:
+    """docs/operations.rst, "Rebalances on the embedded broker": the rebalance floor."""
+    import asyncio
+
+    from kafka_util import create_topic
+
+    topic = "sj-join-hold"
+    asyncio.run(create_topic(broker.bootstrap, topic, 1))
+    long_hold = _join_seconds(broker.bootstrap, topic, "sj-join-hold-6s", 6000)
+    short_hold = _join_seconds(broker.bootstrap, topic, "sj-join-hold-2s", 2000)
+    assert long_hold >= 2.9, f"a 6 s session was held {long_hold:.2f}s, not about 3 s"
+    assert short_hold < long_hold - 1.5, (
+        f"a 2 s session was held {short_hold:.2f}s against {long_hold:.2f}s for 6 s"
+    )
