@@ -151,19 +151,24 @@ def settle(group: Group, traffic: Traffic, partitions: int, seconds: float, time
     time.sleep(seconds)
 
 
-def run_variant(
-    variant: str, broker: EmbeddedBroker, root: Path, args: argparse.Namespace
-) -> list[Phase]:
-    """Start two workers, then run the three phases; the workers are always killed."""
+def variant_env(variant: str, args: argparse.Namespace) -> dict[str, str]:
+    """The environment of a variant's workers (``rebalance_app.py`` reads it)."""
     kind, extra = VARIANTS[variant]
-    app_id = f"bench-rebalance-{variant.replace(' ', '-')}"
-    env = {
+    return {
         "SJ_BENCH_KIND": kind,
-        "SJ_BENCH_APP_ID": app_id,
+        "SJ_BENCH_APP_ID": f"bench-rebalance-{variant.replace(' ', '-')}",
         "SJ_BENCH_PARTITIONS": str(args.partitions),
         "SJ_BENCH_SESSION_TIMEOUT": str(args.session_timeout),
         **extra,
     }
+
+
+def run_variant(
+    variant: str, broker: EmbeddedBroker, root: Path, args: argparse.Namespace
+) -> list[Phase]:
+    """Start two workers, then run the three phases; the workers are always killed."""
+    env = variant_env(variant, args)
+    app_id = env["SJ_BENCH_APP_ID"]
     say(f"{variant}: filling {app_id}-state-changelog with {args.state_records:,} records")
     prefill(broker.bootstrap, app_id, args.partitions, args.state_records, args.value_size)
     group = Group(broker, root / variant, env)
@@ -187,11 +192,17 @@ def run_variant(
             time.sleep(max(0.0, started + args.phase_seconds - time.time()))
             after = group.owners()
             ended = time.time()
+            if not traffic.wait_read_up_to(ended):
+                say(f"  {name}: the changelog reader did not catch up within 30s")
             gaps = task_gaps(traffic.times(), started, ended, range(args.partitions))
             moved = frozenset(t for t in range(args.partitions) if before.get(t) != after.get(t))
             phase = Phase(variant, name, gaps, moved, ended - started)
             phases.append(phase)
-            say(f"  {name}: worst gap {phase.worst:.1f}s, moved {sorted(moved)}, owners {after}")
+            each = ", ".join(f"{t}: {g:.1f}" for t, g in sorted(gaps.items()))
+            say(
+                f"  {name}: worst gap {phase.worst:.1f}s (per task {{{each}}}),"
+                f" moved {sorted(moved)}, owners {after}"
+            )
     finally:
         group.stop_all()
         traffic.stop()

@@ -112,6 +112,9 @@ class Traffic:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._ready = threading.Event()
+        #: time.time() at the start of the latest fetch after which the reader had
+        #: every partition read up to the high watermark that fetch reported
+        self._caught_up_since = 0.0
         self._thread = threading.Thread(target=self._run, name="traffic", daemon=True)
         self.error: BaseException | None = None
 
@@ -130,6 +133,22 @@ class Traffic:
         """A copy of every partition's progress times so far."""
         with self._lock:
             return {p: list(ts) for p, ts in self._times.items()}
+
+    def wait_read_up_to(self, moment: float, timeout: float = 30.0) -> bool:
+        """Wait until the reader has read the changelog to its end as of *moment*.
+
+        The embedded broker hands out one-record batches about one per fetch, so
+        the reader can trail the workers; gaps computed before it caught up
+        would count its lag as the tasks' own. False when it did not within
+        *timeout* seconds.
+        """
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if self._caught_up_since >= moment:
+                    return True
+            time.sleep(0.05)
+        return False
 
     def progressing(self, since: float) -> set[int]:
         """The partitions with progress after *since*."""
@@ -159,10 +178,19 @@ class Traffic:
                 await consumer.position(tp)
             self._ready.set()
             while not self._stop.is_set():
+                asked = time.time()
                 fetched = await consumer.getmany(timeout_ms=100)
+                read_all = True
+                for tp in tps:
+                    end = consumer.highwater(tp)
+                    if end is None or await consumer.position(tp) < end:
+                        read_all = False
+                        break
                 with self._lock:
                     for tp, records in fetched.items():
                         self._times[tp.partition].extend(r.timestamp / 1000 for r in records)
+                    if read_all:
+                        self._caught_up_since = asked
         finally:
             await consumer.stop()
 

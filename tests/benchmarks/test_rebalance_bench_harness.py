@@ -54,3 +54,12 @@ def test_a_task_with_no_progress_in_the_whole_phase_is_shown_as_at_least_the_pha
     stuck = rebalance.Phase("faust", "kill -9", {0: 45.0, 1: 3.0}, frozenset({0}), window=45.0)
     line = rebalance.report([stuck]).splitlines()[-1]
     assert line.split()[4:9] == [">=45", ">=45", "3.0", "1", ">=15.0x"]
+
+
+def test_every_variant_runs_with_the_same_session_timeout() -> None:
+    args = rebalance.build_parser().parse_args(["--session-timeout", "2"])
+    envs = [rebalance.variant_env(v, args) for v in rebalance.VARIANTS]
+    assert {env["SJ_BENCH_SESSION_TIMEOUT"] for env in envs} == {"2.0"}
+    assert envs[1]["STREAMJOIN_MAX_WARMUP_REPLICAS"] == "0"
+    default = rebalance.build_parser().parse_args([])
+    assert rebalance.variant_env("faust", default)["SJ_BENCH_SESSION_TIMEOUT"] == "6.0"
