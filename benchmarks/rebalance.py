@@ -31,8 +31,8 @@ variant, the worst gap of any task, the worst of the tasks that moved and the
 pause, and ratios against ``warm-ups``.
 
     python benchmarks/rebalance.py [--partitions 6] [--state-records 600000]
-                                   [--rate 600] [--phase-seconds 45]
-                                   [--session-timeout 6]
+                                   [--rate 300] [--phase-seconds 45]
+                                   [--session-timeout 2]
                                    [--variants warm-ups,cold,faust]
 """
 
@@ -265,7 +265,15 @@ def build_parser() -> argparse.ArgumentParser:
     add("--partitions", type=int, default=6, help="tasks [%(default)s]")
     add("--state-records", type=int, default=600_000, help="changelog records [%(default)s]")
     add("--value-size", type=int, default=100, help="bytes per value [%(default)s]")
-    add("--rate", type=float, default=600.0, help="input records/s, all tasks [%(default)s]")
+    add(
+        "--rate",
+        type=float,
+        default=300.0,
+        help=(
+            "input records/s, all tasks; one worker must keep up with all of them after"
+            " the kill -9 [%(default)s]"
+        ),
+    )
     add("--phase-seconds", type=float, default=45.0, help="length of a phase [%(default)s]")
     add(
         "--settle-seconds",
@@ -276,7 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "--session-timeout",
         type=float,
-        default=6.0,
+        default=2.0,
         help=(
             "the workers' broker_session_timeout in seconds, the same for every variant;"
             " the embedded broker holds every JoinGroup for about half of it, rounded up"
