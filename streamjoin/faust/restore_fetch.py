@@ -20,6 +20,7 @@ restores it from the beginning.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
@@ -32,6 +33,7 @@ from faust.types import TP
 
 from streamjoin.faust.range_read import no_group_consumer
 from streamjoin.faust.restore_book import ChangelogBook, TaskGate
+from streamjoin.restore.pace import RestPacer
 from streamjoin.restore.plan import (
     PartitionProgress,
     is_beyond_end,
@@ -61,6 +63,16 @@ class RestoreSettings:
         poll_timeout_ms: how long one ``getmany`` waits while restoring.
         standby_poll_timeout_ms: the same once only standbys are tailed.
         progress_interval: seconds between progress lines per table.
+        standby_share: the share of wall-clock time the worker may spend applying
+            standby, warm-up and global table records once the actives are
+            restored, in (0, 1]; after each round that applied records the
+            fetcher rests in proportion, leaving the rest to the worker's live
+            tasks (and, on a shared machine or broker, to the other workers).
+            Fetches are not counted: the share bounds this worker's work, and the
+            brokers' work in proportion. 1: no rest.
+        standby_max_partition_fetch_bytes: upper bound per partition per fetch
+            while tailing (smaller than while restoring actives: a large catch-up
+            reaches the broker as many small fetches, not a few huge ones).
     """
 
     fetch_max_bytes = 64 * 1024 * 1024
@@ -70,14 +82,17 @@ class RestoreSettings:
     poll_timeout_ms = 200
     standby_poll_timeout_ms = 500
     progress_interval = 1.0
+    standby_share = 0.5
+    standby_max_partition_fetch_bytes = 1024 * 1024
 
 
 @asynccontextmanager
 async def restore_consumer(
-    conf: Any, settings: type[RestoreSettings], fetch_max_wait_ms: int
+    conf: Any, settings: type[RestoreSettings], fetch_max_wait_ms: int, *, tailing: bool = False
 ) -> AsyncIterator[AIOKafkaConsumer]:
-    """A started restore consumer for the app's brokers (no group), stopped on exit."""
-    rc = _new_restore_consumer(conf, settings, fetch_max_wait_ms)
+    """A started restore consumer for the app's brokers (no group), stopped on exit;
+    ``tailing``: the one that follows standbys, with smaller per-partition fetches."""
+    rc = _new_restore_consumer(conf, settings, fetch_max_wait_ms, tailing)
     await rc.start()
     try:
         yield rc
@@ -86,14 +101,19 @@ async def restore_consumer(
 
 
 def _new_restore_consumer(
-    conf: Any, settings: type[RestoreSettings], fetch_max_wait_ms: int
+    conf: Any, settings: type[RestoreSettings], fetch_max_wait_ms: int, tailing: bool
 ) -> AIOKafkaConsumer:
+    per_partition = (
+        min(settings.standby_max_partition_fetch_bytes, settings.max_partition_fetch_bytes)
+        if tailing
+        else settings.max_partition_fetch_bytes
+    )
     return no_group_consumer(
         conf,
         "restore",
         auto_offset_reset="none",
         fetch_max_bytes=settings.fetch_max_bytes,
-        max_partition_fetch_bytes=settings.max_partition_fetch_bytes,
+        max_partition_fetch_bytes=per_partition,
         fetch_max_wait_ms=fetch_max_wait_ms,
         check_crcs=False,
     )
@@ -172,12 +192,18 @@ class ChangelogFetcher:
         await self._seek_start(ktps)
         logger.info("following %d standby or global changelog partition(s)", len(ktps))
         no_progress: Progress = {}
+        pacer = RestPacer(self._settings.standby_share)
         while not self._stale():
-            await self._fetch_and_apply(ktps, self._settings.standby_poll_timeout_ms, no_progress)
+            applied, busy = await self._fetch_and_apply(
+                ktps, self._settings.standby_poll_timeout_ms, no_progress
+            )
             for ktp in sorted(ktps):
                 await self._position(ktp, no_progress)
             if on_round is not None:
                 on_round()
+            rest = pacer.rest_after(busy, applied)
+            if rest > 0:
+                await asyncio.sleep(rest)
         return True
 
     async def _seek_start(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
@@ -200,21 +226,29 @@ class ChangelogFetcher:
 
     async def _fetch_and_apply(
         self, ktps: Mapping[TopicPartition, TP], wait_ms: int, progress: Progress
-    ) -> None:
-        """One ``getmany``: apply each partition's records as one atomic batch."""
+    ) -> tuple[int, float]:
+        """One ``getmany``: apply each partition's records as one atomic batch.
+
+        Returns how many records were applied and the seconds spent applying them
+        (the wait for the fetch is not counted: waiting is not work).
+        """
         try:
             fetched = await self._rc.getmany(timeout_ms=wait_ms)
         except OffsetOutOfRangeError as exc:
             await self._out_of_range(exc.args[0] if exc.args else {}, progress)
-            return
+            return 0, 0.0
+        applied = 0
+        started = time.monotonic()
         for ktp, records in fetched.items():
             tp = ktps.get(ktp)
             if not records or tp is None:
                 continue
             self._book.apply(tp, records)
+            applied += len(records)
             part = progress.get(ktp)
             if part is not None:
                 part.applied += len(records)
+        return applied, time.monotonic() - started
 
     async def _position(self, ktp: TopicPartition, progress: Progress) -> int | None:
         """The partition's position, after wiping it if it is beyond the changelog's end."""

@@ -20,6 +20,9 @@ One *restore session* runs per rebalance generation:
    write, whichever worker or producer made it, within about a second
    (:attr:`RestoreSettings.standby_fetch_max_wait_ms`), for the whole
    generation; :meth:`Restorer.global_offsets` shows how far each is applied.
+   While it catches up it rests between fetches, so that it takes at most
+   :attr:`RestoreSettings.standby_share` of the time (half by default) and
+   leaves the rest to the live tasks.
 
 A persisted offset beyond the changelog's end (the topic was recreated or its
 data deleted) wipes that partition's local state and restores it from the
@@ -236,7 +239,7 @@ class Restorer(Service):
         followed = standbys | global_tps
         if followed and not self._stale(generation_id):
             async with restore_consumer(
-                self.app.conf, self.settings, self.settings.standby_fetch_max_wait_ms
+                self.app.conf, self.settings, self.settings.standby_fetch_max_wait_ms, tailing=True
             ) as rc:
                 await self._fetcher(rc, generation_id).tail_standbys(followed, self._check_warmups)
 

@@ -1,0 +1,47 @@
+"""How long background restoring rests, so that live work keeps its share of the machine.
+
+Standby and warm-up replicas are restored while the worker's active tasks run, from the
+same brokers and, on a small machine, on the same cores. Read at full speed, a large
+catch-up (a new worker filling its warm-ups) slows every worker's produce and commit
+requests, and tasks that did not move stall. :class:`RestPacer` limits background
+restoring to a share of wall-clock time: after a round of fetching and applying that
+took ``busy`` seconds, it rests ``busy * (1 - share) / share`` seconds.
+
+Pure: no clock of its own, no I/O; the caller measures and sleeps.
+"""
+
+from __future__ import annotations
+
+from streamjoin.errors import ConfigurationError
+
+__all__ = ["RestPacer"]
+
+
+class RestPacer:
+    """Rest times that keep busy time at most ``share`` of wall-clock time.
+
+    ``share`` = 1 never rests (restore at full speed). A round that applied nothing
+    (the replicas are caught up and the fetch waited for new records) costs little
+    and earns no rest.
+    """
+
+    __slots__ = ("_factor", "share")
+
+    def __init__(self, share: float) -> None:
+        if isinstance(share, bool) or not isinstance(share, (int, float)):
+            raise ConfigurationError(
+                f"the standby restore share must be a number in (0, 1], got {share!r}"
+            )
+        if not 0 < share <= 1:
+            raise ConfigurationError(
+                f"the standby restore share must be in (0, 1], got {share}; use 1 to restore "
+                "standbys and warm-ups at full speed"
+            )
+        self.share = float(share)
+        self._factor = (1 - self.share) / self.share
+
+    def rest_after(self, busy_seconds: float, applied_records: int) -> float:
+        """Seconds to rest after a round that took ``busy_seconds`` and applied records."""
+        if applied_records <= 0 or busy_seconds <= 0:
+            return 0.0
+        return busy_seconds * self._factor

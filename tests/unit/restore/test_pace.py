@@ -1,0 +1,32 @@
+"""The rest rule that keeps standby and warm-up restoring to a share of the time."""
+
+from __future__ import annotations
+
+import pytest
+
+from streamjoin.errors import ConfigurationError
+from streamjoin.restore.pace import RestPacer
+
+
+@pytest.mark.parametrize("share", [0.1, 0.25, 0.5, 0.9])
+def test_busy_time_is_the_share_of_busy_plus_rest(share: float) -> None:
+    pacer = RestPacer(share)
+    for busy in (0.001, 0.05, 0.3, 2.0):
+        rest = pacer.rest_after(busy, 500)
+        assert busy / (busy + rest) == pytest.approx(share)
+
+
+def test_a_share_of_one_never_rests() -> None:
+    assert RestPacer(1).rest_after(3.0, 10_000) == 0.0
+
+
+def test_a_round_that_applied_nothing_earns_no_rest() -> None:
+    pacer = RestPacer(0.5)
+    assert pacer.rest_after(0.4, 0) == 0.0
+    assert pacer.rest_after(0.0, 100) == 0.0
+
+
+@pytest.mark.parametrize("share", [0, -0.5, 1.5, True, "half", None])
+def test_a_share_outside_zero_to_one_is_refused_with_the_fix(share: object) -> None:
+    with pytest.raises(ConfigurationError, match=r"in \(0, 1\]"):
+        RestPacer(share)  # type: ignore[arg-type]
