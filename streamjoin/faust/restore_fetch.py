@@ -182,17 +182,22 @@ class ChangelogFetcher:
         return True
 
     async def tail_standbys(
-        self, standbys: set[TP], on_round: Callable[[], None] | None = None
+        self,
+        standbys: set[TP],
+        on_round: Callable[[], None] | None = None,
+        pacer: RestPacer | None = None,
     ) -> bool:
         """Apply the standby (and global table) changelog partitions until the session
-        is stale; ``on_round`` is called after every fetch round."""
+        is stale; ``on_round`` is called after every fetch round; ``pacer`` (default:
+        one with :attr:`RestoreSettings.standby_share`) says how long to rest."""
         rc = self._rc
         ktps = {TopicPartition(tp.topic, tp.partition): tp for tp in standbys}
         rc.assign(sorted(ktps))
         await self._seek_start(ktps)
         logger.info("following %d standby or global changelog partition(s)", len(ktps))
         no_progress: Progress = {}
-        pacer = RestPacer(self._settings.standby_share)
+        if pacer is None:
+            pacer = RestPacer(self._settings.standby_share)
         while not self._stale():
             applied, busy = await self._fetch_and_apply(
                 ktps, self._settings.standby_poll_timeout_ms, no_progress
@@ -203,7 +208,9 @@ class ChangelogFetcher:
                 on_round()
             rest = pacer.rest_after(busy, applied)
             if rest > 0:
+                resting = time.monotonic()
                 await asyncio.sleep(rest)
+                pacer.note_rest(time.monotonic() - resting)
         return True
 
     async def _seek_start(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:

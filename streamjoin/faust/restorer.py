@@ -47,6 +47,7 @@ from streamjoin.faust.fetch_guard import install_fetch_guard
 from streamjoin.faust.restore_book import ChangelogBook, TaskGate
 from streamjoin.faust.restore_fetch import ChangelogFetcher, RestoreSettings, restore_consumer
 from streamjoin.faust.warmup_watch import WarmupWatch, request_rebalance
+from streamjoin.restore.pace import RestPacer
 
 __all__ = ["RestoreSettings", "Restorer"]
 
@@ -76,6 +77,7 @@ class Restorer(Service):
         self._restored_at: dict[int, float] = {}
         self._generation: int | None = None
         self.warmups = WarmupWatch(lambda: request_rebalance(self.app))
+        self._pacer = RestPacer(self.settings.standby_share)
         super().__init__(**kwargs)
 
     # -- what the TableManager and the assignor read -------------------------
@@ -137,6 +139,11 @@ class Restorer(Service):
                 continue
             tasks.setdefault((group, tp.partition), []).append(lags.get((tp.topic, tp.partition)))
         self.warmups.check(tasks, assignor.settings.recovery_lag)
+
+    def standby_pacing(self) -> dict[str, float]:
+        """How the standby follower kept to its share of the time, since this process
+        started: ``share``, records ``applied`` and seconds ``applying`` and ``resting``."""
+        return self._pacer.totals()
 
     def restored_at(self) -> dict[int, float]:
         """Wall-clock time (``time.time()``) each task of this generation became ready."""
@@ -241,7 +248,9 @@ class Restorer(Service):
             async with restore_consumer(
                 self.app.conf, self.settings, self.settings.standby_fetch_max_wait_ms, tailing=True
             ) as rc:
-                await self._fetcher(rc, generation_id).tail_standbys(followed, self._check_warmups)
+                await self._fetcher(rc, generation_id).tail_standbys(
+                    followed, self._check_warmups, self._pacer
+                )
 
     async def _resume_app(
         self, generation_id: int, global_tps: set[TP], actives: set[TP], streams: set[TP]

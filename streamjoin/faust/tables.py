@@ -82,6 +82,10 @@ class TableManager(_FaustTableManager):
         """Records applied by the latest active restore of each changelog partition."""
         return self.recovery.restore_counts()
 
+    def standby_pacing(self) -> dict[str, float]:
+        """Share, records applied and seconds applying and resting of the standby follower."""
+        return self.recovery.standby_pacing()
+
 
 def _store_offsets(store: Any) -> dict[int, int]:
     """Offsets persisted by a rocksdb store, per partition, without taking locks."""

@@ -18,8 +18,9 @@ def add_assignment_page(app: Any) -> None:
     (``standby_offsets``, ``global_offsets``), the records each standby, warm-up
     and global table partition is behind its changelog's end
     (``changelog_lags``) and the follow-up rebalances this worker requested
-    (``followup_rebalance_requests``) and when each task became ready this
-    generation (``restored_at``) when streamjoin's TableManager runs.
+    (``followup_rebalance_requests``), when each task became ready this
+    generation (``restored_at``) and how the standby follower kept to its share
+    of the time (``standby_pacing``) when streamjoin's TableManager runs.
 
     :class:`streamjoin.App` calls this itself; a plain faust app using
     ``streamjoin:PartitionAssignor`` can call it once after creating the app.
@@ -50,6 +51,9 @@ def add_assignment_page(app: Any) -> None:
             # task (partition) -> time.time() it became ready this generation; an
             # active task missing here is still being restored (not processing)
             doc["restored_at"] = ready()
+        pacing = getattr(recovery, "standby_pacing", None)
+        if pacing is not None:
+            doc["standby_pacing"] = pacing()
         return web.json(doc)
 
     app.page(ASSIGNMENT_PATH, name="streamjoin-assignment")(assignment)

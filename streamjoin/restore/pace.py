@@ -25,7 +25,7 @@ class RestPacer:
     and earns no rest.
     """
 
-    __slots__ = ("_factor", "share")
+    __slots__ = ("_factor", "applied", "busy", "rested", "share")
 
     def __init__(self, share: float) -> None:
         if isinstance(share, bool) or not isinstance(share, (int, float)):
@@ -39,9 +39,30 @@ class RestPacer:
             )
         self.share = float(share)
         self._factor = (1 - self.share) / self.share
+        #: totals so far: records applied, seconds spent applying them, seconds rested
+        self.applied = 0
+        self.busy = 0.0
+        self.rested = 0.0
 
     def rest_after(self, busy_seconds: float, applied_records: int) -> float:
-        """Seconds to rest after a round that took ``busy_seconds`` and applied records."""
+        """Seconds to rest after a round that took ``busy_seconds`` and applied records
+        (the round is added to the totals; the caller adds the rest it took with
+        :meth:`note_rest`)."""
         if applied_records <= 0 or busy_seconds <= 0:
             return 0.0
+        self.applied += applied_records
+        self.busy += busy_seconds
         return busy_seconds * self._factor
+
+    def note_rest(self, seconds: float) -> None:
+        """Add a rest actually taken to the totals."""
+        self.rested += max(0.0, seconds)
+
+    def totals(self) -> dict[str, float]:
+        """``share``, ``applied`` records, seconds ``applying`` and ``resting`` so far."""
+        return {
+            "share": self.share,
+            "applied": self.applied,
+            "applying": round(self.busy, 6),
+            "resting": round(self.rested, 6),
+        }

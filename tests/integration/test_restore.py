@@ -250,7 +250,8 @@ def test_standby_holder_restores_only_what_it_had_not_applied(
     standby = ("--standby-replicas", "1")
     a = workers.spawn("a", extra_args=standby)
     a.wait_for_log(RESTORED, 90)
-    b = workers.spawn("b", extra_args=standby)
+    # b's standby follower may apply for a quarter of the time only (see below)
+    b = workers.spawn("b", extra_args=standby, env={"SJ_TEST_STANDBY_SHARE": "0.25"})
 
     def split() -> bool:
         sa, sb = read_status(a.datadir), read_status(b.datadir)
@@ -281,6 +282,12 @@ def test_standby_holder_restores_only_what_it_had_not_applied(
 
     standby_offsets = wait_until(standby_caught_up, 60, "b's standbys to catch up")
     assert sum(o + 1 for o in standby_offsets.values()) > 0
+    # it kept to its share: after applying for t seconds it rested 3t (share 0.25)
+    pacing = read_status(b.datadir)["standby_pacing"]
+    assert pacing["share"] == 0.25
+    assert pacing["applied"] >= sum(o + 1 for o in standby_offsets.values()), pacing
+    assert pacing["applying"] > 0
+    assert pacing["resting"] >= 0.95 * 3 * pacing["applying"], pacing
     taken_over = set(standby_offsets)
 
     a.kill()

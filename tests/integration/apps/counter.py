@@ -30,15 +30,20 @@ from streamjoin.faust.restorer import Restorer, RestoreSettings
 APP_ID = os.environ.get("SJ_TEST_APP_ID", "sj-counter")
 PARTITIONS = int(os.environ.get("SJ_TEST_PARTITIONS", "4"))
 FETCH_BYTES = os.environ.get("SJ_TEST_RESTORE_FETCH_BYTES")
+STANDBY_SHARE = os.environ.get("SJ_TEST_STANDBY_SHARE")
 
-if FETCH_BYTES:
+if FETCH_BYTES or STANDBY_SHARE:
     # Small fetches make a restore last long enough to be interrupted on purpose.
 
-    class _SmallFetches(RestoreSettings):
-        max_partition_fetch_bytes = int(FETCH_BYTES)
-        fetch_max_bytes = int(FETCH_BYTES)
+    class _TestSettings(RestoreSettings):
+        if FETCH_BYTES:
+            max_partition_fetch_bytes = int(FETCH_BYTES)
+            standby_max_partition_fetch_bytes = int(FETCH_BYTES)
+            fetch_max_bytes = int(FETCH_BYTES)
+        if STANDBY_SHARE:
+            standby_share = float(STANDBY_SHARE)
 
-    Restorer.settings = _SmallFetches
+    Restorer.settings = _TestSettings
 
 # SJ_TEST_PLAIN_FAUST=1: a plain faust.App that adopts streamjoin's restoration
 # with the one setting a faust user would add.
@@ -126,6 +131,7 @@ async def write_status() -> None:
         "standby_offsets": [[t, p, o] for (t, p), o in tables.standby_offsets().items()],
         "persisted_offsets": [[t, p, o] for (t, p), o in tables.persisted_offsets().items()],
         "restore_counts": [[t, p, n] for (t, p), n in tables.restore_counts().items()],
+        "standby_pacing": tables.standby_pacing(),
         "actives": _changelog_partitions(app.assignor.assigned_actives()),
         "standbys": _changelog_partitions(app.assignor.assigned_standbys()),
     }

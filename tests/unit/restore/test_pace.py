@@ -30,3 +30,12 @@ def test_a_round_that_applied_nothing_earns_no_rest() -> None:
 def test_a_share_outside_zero_to_one_is_refused_with_the_fix(share: object) -> None:
     with pytest.raises(ConfigurationError, match=r"in \(0, 1\]"):
         RestPacer(share)  # type: ignore[arg-type]
+
+
+def test_totals_count_only_rounds_that_applied_records_and_the_rests_taken() -> None:
+    pacer = RestPacer(0.5)
+    pacer.rest_after(0.2, 100)
+    pacer.rest_after(0.3, 0)  # a wait for new records, not work
+    pacer.note_rest(0.21)
+    pacer.note_rest(-1.0)  # a clock that went backwards adds nothing
+    assert pacer.totals() == {"share": 0.5, "applied": 100, "applying": 0.2, "resting": 0.21}
