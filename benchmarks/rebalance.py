@@ -128,6 +128,16 @@ class Group:
                 out.setdefault(int(task), name)
         return out
 
+    def pacing(self) -> dict[str, dict[str, float]]:
+        """Worker -> its standby follower's pacing totals (streamjoin's restoration only)."""
+        out: dict[str, dict[str, float]] = {}
+        for name, process in sorted(self.workers.items()):
+            if process.running():
+                doc = http_json(f"http://{LOOPBACK}:{self.ports[name]}/bench/tasks/")
+                if doc and doc.get("standby_pacing"):
+                    out[name] = doc["standby_pacing"]
+        return out
+
     def stop_all(self) -> None:
         for process in self.workers.values():
             process.kill()
@@ -203,6 +213,12 @@ def run_variant(
                 f"  {name}: worst gap {phase.worst:.1f}s (per task {{{each}}}),"
                 f" moved {sorted(moved)}, owners {after}"
             )
+            for worker, totals in group.pacing().items():
+                say(
+                    f"    {worker} standby follower so far: {totals['applied']:,} records,"
+                    f" {totals['applying']:.1f} s applying, {totals['resting']:.1f} s resting"
+                    f" (share {totals['share']:g})"
+                )
     finally:
         group.stop_all()
         traffic.stop()

@@ -13,7 +13,8 @@ store, one standby per task, the same group timeouts, and a producer that
 sends one record per batch (faust's recovery trusts ``ListOffsets``, which
 the embedded broker answers wrongly after a multi-record batch).
 
-``GET /bench/tasks/`` lists the input partitions this worker runs now.
+``GET /bench/tasks/`` lists the input partitions this worker runs now (and, with
+streamjoin's restoration, how its standby follower kept to its share of the time).
 
 Environment:
     SJ_BENCH_KIND: ``streamjoin`` (default) or ``faust``.
@@ -70,4 +71,5 @@ async def tasks(web: Any, request: Any) -> Any:
     mine = sorted(
         tp.partition for tp in app.assignor.assigned_actives() if tp.topic == source.topics[0]
     )
-    return web.json({"tasks": mine})
+    pacing = getattr(app.tables, "standby_pacing", None)  # streamjoin's TableManager only
+    return web.json({"tasks": mine, "standby_pacing": pacing() if pacing else None})
