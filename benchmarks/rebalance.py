@@ -216,7 +216,7 @@ def run_variant(
             for worker, totals in group.pacing().items():
                 say(
                     f"    {worker} standby follower so far: {totals['applied']:,} records,"
-                    f" {totals['applying']:.1f} s applying, {totals['resting']:.1f} s resting"
+                    f" {totals['busy']:.1f} s busy, {totals['resting']:.1f} s resting"
                     f" (share {totals['share']:g})"
                 )
     finally:

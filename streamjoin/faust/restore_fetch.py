@@ -63,13 +63,15 @@ class RestoreSettings:
         poll_timeout_ms: how long one ``getmany`` waits while restoring.
         standby_poll_timeout_ms: the same once only standbys are tailed.
         progress_interval: seconds between progress lines per table.
-        standby_share: the share of wall-clock time the worker may spend applying
-            standby, warm-up and global table records once the actives are
-            restored, in (0, 1]; after each round that applied records the
-            fetcher rests in proportion, leaving the rest to the worker's live
-            tasks (and, on a shared machine or broker, to the other workers).
-            Fetches are not counted: the share bounds this worker's work, and the
-            brokers' work in proportion. 1: no rest.
+        standby_share: the share of the event loop's time that following
+            standby, warm-up and global table partitions may take once the
+            actives are restored, in (0, 1]. After each fetch round that applied
+            records the follower rests in proportion to the CPU time the event
+            loop's thread used during the round (decoding and applying the
+            records, and whatever else ran meanwhile: a busy worker rests its
+            standbys longer), leaving the rest to the worker's live tasks and,
+            on a shared machine or broker, to the other workers. Waiting for
+            records costs no CPU and earns no rest. 1: no rest.
         standby_max_partition_fetch_bytes: upper bound per partition per fetch
             while tailing (smaller than while restoring actives: a large catch-up
             reaches the broker as many small fetches, not a few huge ones).
@@ -199,14 +201,17 @@ class ChangelogFetcher:
         if pacer is None:
             pacer = RestPacer(self._settings.standby_share)
         while not self._stale():
-            applied, busy = await self._fetch_and_apply(
+            # the round's cost: CPU time of this thread (the event loop's), so the
+            # fetch's decoding counts and waiting for records does not
+            cpu = time.thread_time()
+            applied = await self._fetch_and_apply(
                 ktps, self._settings.standby_poll_timeout_ms, no_progress
             )
             for ktp in sorted(ktps):
                 await self._position(ktp, no_progress)
             if on_round is not None:
                 on_round()
-            rest = pacer.rest_after(busy, applied)
+            rest = pacer.rest_after(time.thread_time() - cpu, applied)
             if rest > 0:
                 resting = time.monotonic()
                 await asyncio.sleep(rest)
@@ -233,19 +238,15 @@ class ChangelogFetcher:
 
     async def _fetch_and_apply(
         self, ktps: Mapping[TopicPartition, TP], wait_ms: int, progress: Progress
-    ) -> tuple[int, float]:
-        """One ``getmany``: apply each partition's records as one atomic batch.
-
-        Returns how many records were applied and the seconds spent applying them
-        (the wait for the fetch is not counted: waiting is not work).
-        """
+    ) -> int:
+        """One ``getmany``: apply each partition's records as one atomic batch;
+        return how many records were applied."""
         try:
             fetched = await self._rc.getmany(timeout_ms=wait_ms)
         except OffsetOutOfRangeError as exc:
             await self._out_of_range(exc.args[0] if exc.args else {}, progress)
-            return 0, 0.0
+            return 0
         applied = 0
-        started = time.monotonic()
         for ktp, records in fetched.items():
             tp = ktps.get(ktp)
             if not records or tp is None:
@@ -255,7 +256,7 @@ class ChangelogFetcher:
             part = progress.get(ktp)
             if part is not None:
                 part.applied += len(records)
-        return applied, time.monotonic() - started
+        return applied
 
     async def _position(self, ktp: TopicPartition, progress: Progress) -> int | None:
         """The partition's position, after wiping it if it is beyond the changelog's end."""

@@ -142,7 +142,8 @@ class Restorer(Service):
 
     def standby_pacing(self) -> dict[str, float]:
         """How the standby follower kept to its share of the time, since this process
-        started: ``share``, records ``applied`` and seconds ``applying`` and ``resting``."""
+        started: ``share``, records ``applied``, CPU seconds ``busy`` in the rounds that
+        applied them and seconds ``resting``."""
         return self._pacer.totals()
 
     def restored_at(self) -> dict[int, float]:

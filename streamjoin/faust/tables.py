@@ -83,7 +83,7 @@ class TableManager(_FaustTableManager):
         return self.recovery.restore_counts()
 
     def standby_pacing(self) -> dict[str, float]:
-        """Share, records applied and seconds applying and resting of the standby follower."""
+        """Share, records applied, busy seconds and seconds resting of the standby follower."""
         return self.recovery.standby_pacing()
 
 

@@ -4,8 +4,9 @@ Standby and warm-up replicas are restored while the worker's active tasks run, f
 same brokers and, on a small machine, on the same cores. Read at full speed, a large
 catch-up (a new worker filling its warm-ups) slows every worker's produce and commit
 requests, and tasks that did not move stall. :class:`RestPacer` limits background
-restoring to a share of wall-clock time: after a round of fetching and applying that
-took ``busy`` seconds, it rests ``busy * (1 - share) / share`` seconds.
+restoring to a share of the time: after a round of fetching and applying that kept
+the worker busy for ``busy`` seconds (the caller measures CPU time), it rests
+``busy * (1 - share) / share`` seconds.
 
 Pure: no clock of its own, no I/O; the caller measures and sleeps.
 """
@@ -39,7 +40,8 @@ class RestPacer:
             )
         self.share = float(share)
         self._factor = (1 - self.share) / self.share
-        #: totals so far: records applied, seconds spent applying them, seconds rested
+        #: totals so far: records applied, busy seconds of the rounds that applied
+        #: them, seconds rested
         self.applied = 0
         self.busy = 0.0
         self.rested = 0.0
@@ -59,10 +61,10 @@ class RestPacer:
         self.rested += max(0.0, seconds)
 
     def totals(self) -> dict[str, float]:
-        """``share``, ``applied`` records, seconds ``applying`` and ``resting`` so far."""
+        """``share``, ``applied`` records, seconds ``busy`` and ``resting`` so far."""
         return {
             "share": self.share,
             "applied": self.applied,
-            "applying": round(self.busy, 6),
+            "busy": round(self.busy, 6),
             "resting": round(self.rested, 6),
         }

@@ -38,4 +38,4 @@ def test_totals_count_only_rounds_that_applied_records_and_the_rests_taken() -> 
     pacer.rest_after(0.3, 0)  # a wait for new records, not work
     pacer.note_rest(0.21)
     pacer.note_rest(-1.0)  # a clock that went backwards adds nothing
-    assert pacer.totals() == {"share": 0.5, "applied": 100, "applying": 0.2, "resting": 0.21}
+    assert pacer.totals() == {"share": 0.5, "applied": 100, "busy": 0.2, "resting": 0.21}
