@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from streamjoin.restore.pace import STANDBY_SHARE_ENV
 from streamjoin.worker.options import (
     DEFAULT_WEB_BIND,
     SASL_MECHANISMS,
@@ -185,6 +186,16 @@ _FILE = click.Path(dir_okay=False, path_type=Path)
     ),
 )
 @click.option(
+    "--standby-share",
+    type=click.FloatRange(0, 1, min_open=True),
+    envvar=STANDBY_SHARE_ENV,
+    show_envvar=True,
+    help=(
+        "Share of the worker's time that catching up standbys and warm-ups may take; "
+        "it rests in between, leaving the rest to live tasks (default 0.5; 1: no rest)."
+    ),
+)
+@click.option(
     "--security-protocol",
     type=click.Choice(SECURITY_PROTOCOLS, case_sensitive=False),
     metavar=f"[{'|'.join(SECURITY_PROTOCOLS)}]",
@@ -260,6 +271,7 @@ def worker_command(
     capacity: int | None,
     recovery_lag: int | None,
     max_warmup_replicas: int | None,
+    standby_share: float | None,
     security_protocol: str | None,
     sasl_mechanism: str | None,
     sasl_username: str | None,
@@ -312,6 +324,7 @@ def worker_command(
         capacity=capacity,
         recovery_lag=recovery_lag,
         max_warmup_replicas=max_warmup_replicas,
+        standby_share=standby_share,
         security=security,
     )
     try:

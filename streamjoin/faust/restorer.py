@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from typing import Any
 
 from faust.types import TP
@@ -47,7 +48,7 @@ from streamjoin.faust.fetch_guard import install_fetch_guard
 from streamjoin.faust.restore_book import ChangelogBook, TaskGate
 from streamjoin.faust.restore_fetch import ChangelogFetcher, RestoreSettings, restore_consumer
 from streamjoin.faust.warmup_watch import WarmupWatch, request_rebalance
-from streamjoin.restore.pace import RestPacer
+from streamjoin.restore.pace import RestPacer, standby_share
 
 __all__ = ["RestoreSettings", "Restorer"]
 
@@ -77,7 +78,8 @@ class Restorer(Service):
         self._restored_at: dict[int, float] = {}
         self._generation: int | None = None
         self.warmups = WarmupWatch(lambda: request_rebalance(self.app))
-        self._pacer = RestPacer(self.settings.standby_share)
+        # STREAMJOIN_STANDBY_SHARE (streamjoin worker --standby-share) beats the settings
+        self._pacer = RestPacer(standby_share(os.environ, self.settings.standby_share))
         super().__init__(**kwargs)
 
     # -- what the TableManager and the assignor read -------------------------

@@ -13,9 +13,27 @@ Pure: no clock of its own, no I/O; the caller measures and sleeps.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from streamjoin.errors import ConfigurationError
 
-__all__ = ["RestPacer"]
+__all__ = ["STANDBY_SHARE_ENV", "RestPacer", "standby_share"]
+
+#: the environment variable (and ``streamjoin worker --standby-share``) that sets the share
+STANDBY_SHARE_ENV = "STREAMJOIN_STANDBY_SHARE"
+
+
+def standby_share(environ: Mapping[str, str], default: float) -> float:
+    """The share :data:`STANDBY_SHARE_ENV` sets in ``environ``, else ``default``."""
+    raw = environ.get(STANDBY_SHARE_ENV, "").strip()
+    if not raw:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ConfigurationError(
+            f"{STANDBY_SHARE_ENV}={raw!r} is not a number; give a share in (0, 1], e.g. 0.5"
+        ) from None
 
 
 class RestPacer:

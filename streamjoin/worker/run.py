@@ -16,6 +16,7 @@ from typing import Any
 
 from streamjoin.dev.broker import free_port
 from streamjoin.membership.settings import MemberSettings
+from streamjoin.restore.pace import STANDBY_SHARE_ENV
 from streamjoin.worker.errors import AppImportError, BrokerUnreachable, WorkerSettingsError
 from streamjoin.worker.load import load_object
 from streamjoin.worker.options import DEFAULT_WEB_BIND, KafkaSecurity, broker_urls
@@ -63,6 +64,8 @@ class WorkerOptions:
             as warm (the assignor's ``acceptable_recovery_lag``).
         max_warmup_replicas: warm-ups the group may hold at once when this
             worker leads (``None``: no cap; 0: no warm-ups).
+        standby_share: share of the time the standby follower may take while
+            catching up, in (0, 1] (``None``: ``RestoreSettings.standby_share``).
         security: how to authenticate to Kafka; the default keeps the app's
             ``broker_credentials``.
     """
@@ -87,6 +90,7 @@ class WorkerOptions:
     capacity: int | None = None
     recovery_lag: int | None = None
     max_warmup_replicas: int | None = None
+    standby_share: float | None = None
     security: KafkaSecurity = field(default_factory=KafkaSecurity)
 
 
@@ -264,6 +268,8 @@ def run_worker(options: WorkerOptions) -> int:
     settings = faust_settings(options)  # contradictions and unusable TLS files fail first
     settings.setdefault("web_port", free_port())
     _export_environment(settings)
+    if options.standby_share is not None:  # read when the app's tables are built
+        os.environ[STANDBY_SHARE_ENV] = repr(options.standby_share)
     app = load_app(options.app)
     configure_app(app, options, settings)
     check_broker(list(app.conf.broker), options.broker_timeout)

@@ -250,8 +250,8 @@ def test_standby_holder_restores_only_what_it_had_not_applied(
     standby = ("--standby-replicas", "1")
     a = workers.spawn("a", extra_args=standby)
     a.wait_for_log(RESTORED, 90)
-    # b's standby follower may apply for a quarter of the time only (see below)
-    b = workers.spawn("b", extra_args=standby, env={"SJ_TEST_STANDBY_SHARE": "0.25"})
+    # b's standby follower may take a quarter of the time only (see below)
+    b = workers.spawn("b", extra_args=(*standby, "--standby-share", "0.25"))
 
     def split() -> bool:
         sa, sb = read_status(a.datadir), read_status(b.datadir)

@@ -30,20 +30,16 @@ from streamjoin.faust.restorer import Restorer, RestoreSettings
 APP_ID = os.environ.get("SJ_TEST_APP_ID", "sj-counter")
 PARTITIONS = int(os.environ.get("SJ_TEST_PARTITIONS", "4"))
 FETCH_BYTES = os.environ.get("SJ_TEST_RESTORE_FETCH_BYTES")
-STANDBY_SHARE = os.environ.get("SJ_TEST_STANDBY_SHARE")
 
-if FETCH_BYTES or STANDBY_SHARE:
+if FETCH_BYTES:
     # Small fetches make a restore last long enough to be interrupted on purpose.
 
-    class _TestSettings(RestoreSettings):
-        if FETCH_BYTES:
-            max_partition_fetch_bytes = int(FETCH_BYTES)
-            standby_max_partition_fetch_bytes = int(FETCH_BYTES)
-            fetch_max_bytes = int(FETCH_BYTES)
-        if STANDBY_SHARE:
-            standby_share = float(STANDBY_SHARE)
+    class _SmallFetches(RestoreSettings):
+        max_partition_fetch_bytes = int(FETCH_BYTES)
+        standby_max_partition_fetch_bytes = int(FETCH_BYTES)
+        fetch_max_bytes = int(FETCH_BYTES)
 
-    Restorer.settings = _TestSettings
+    Restorer.settings = _SmallFetches
 
 # SJ_TEST_PLAIN_FAUST=1: a plain faust.App that adopts streamjoin's restoration
 # with the one setting a faust user would add.

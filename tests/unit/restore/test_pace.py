@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from streamjoin.errors import ConfigurationError
-from streamjoin.restore.pace import RestPacer
+from streamjoin.restore.pace import STANDBY_SHARE_ENV, RestPacer, standby_share
 
 
 @pytest.mark.parametrize("share", [0.1, 0.25, 0.5, 0.9])
@@ -39,3 +39,11 @@ def test_totals_count_only_rounds_that_applied_records_and_the_rests_taken() -> 
     pacer.note_rest(0.21)
     pacer.note_rest(-1.0)  # a clock that went backwards adds nothing
     assert pacer.totals() == {"share": 0.5, "applied": 100, "busy": 0.2, "resting": 0.21}
+
+
+def test_the_environment_variable_beats_the_default_and_a_bad_one_is_named() -> None:
+    assert standby_share({}, 0.5) == 0.5
+    assert standby_share({STANDBY_SHARE_ENV: " "}, 0.5) == 0.5
+    assert standby_share({STANDBY_SHARE_ENV: "0.25"}, 0.5) == 0.25
+    with pytest.raises(ConfigurationError, match="STREAMJOIN_STANDBY_SHARE='half'"):
+        standby_share({STANDBY_SHARE_ENV: "half"}, 0.5)

@@ -73,6 +73,7 @@ CASES: dict[str, tuple[str, list[str], str, Any, Any]] = {
         2,
         0,
     ),
+    "standby_share": ("0.25", ["--standby-share", "1"], "standby_share", 0.25, 1.0),
     "security_protocol": (
         "sasl_ssl",
         ["--security-protocol", "SSL"],
