@@ -186,20 +186,18 @@ class ChangelogFetcher:
     async def tail_standbys(
         self,
         standbys: set[TP],
-        on_round: Callable[[], None] | None = None,
-        pacer: RestPacer | None = None,
+        on_round: Callable[[], None] | None,
+        pacer: RestPacer,
     ) -> bool:
         """Apply the standby (and global table) changelog partitions until the session
-        is stale; ``on_round`` is called after every fetch round; ``pacer`` (default:
-        one with :attr:`RestoreSettings.standby_share`) says how long to rest."""
+        is stale; ``on_round`` is called after every fetch round; ``pacer`` (the
+        restorer's: its share and totals) says how long to rest after each."""
         rc = self._rc
         ktps = {TopicPartition(tp.topic, tp.partition): tp for tp in standbys}
         rc.assign(sorted(ktps))
         await self._seek_start(ktps)
         logger.info("following %d standby or global changelog partition(s)", len(ktps))
         no_progress: Progress = {}
-        if pacer is None:
-            pacer = RestPacer(self._settings.standby_share)
         while not self._stale():
             # the round's cost: CPU time of this thread (the event loop's), so the
             # fetch's decoding counts and waiting for records does not
