@@ -44,7 +44,7 @@ from streamjoin.assignment.warmups import settle
 
 _FEW_TOPICS = 4  # up to this many topics per group, filling topic by topic is faster
 
-__all__ = ["MemberTables", "Placement", "assign", "member_tables", "place"]
+__all__ = ["MemberTables", "Placement", "as_built", "assign", "member_tables", "place"]
 
 
 def assign(state: GroupState) -> Assignment:
@@ -188,11 +188,13 @@ class MemberTables(Generic[Frozen]):
 
 
 def member_tables(placed: Placement, make: Callable[[list[int]], Frozen]) -> MemberTables[Frozen]:
-    """Every member's partitions per topic, each made with ``make`` (tuple or list).
+    """Every member's partitions per topic, topics in sorted order.
 
-    Each member's dicts are filled in topic order, so they come out sorted.
-    ``tuple`` shares one value between the topics of a group; any other
-    ``make`` gets a value per topic (lists must not be shared).
+    ``make`` builds the value of a member's partitions in a group (a new list,
+    in order), which all of the group's topics then share; members reading a
+    global changelog get the value of one list. ``tuple`` freezes them;
+    :func:`as_built` keeps the lists, which the caller must then treat as
+    read-only (``assign_document`` hands them to JSON).
     """
     state, members = placed.state, placed.members
     actives: list[dict[str, Frozen]] = [{} for _ in members]
@@ -225,27 +227,25 @@ def member_tables(placed: Placement, make: Callable[[list[int]], Frozen]) -> Mem
         fills.append((topic, actives, readers))
     fills.sort(key=lambda fill: fill[0])  # stable: a topic is in each table at most once
     # consecutive topics of one group and table go in together: one update per member
-    share = make is tuple
     for _, run in itertools.groupby(fills, key=lambda f: (id(f[1]), id(f[2]))):
         listed = list(run)
         topics, tables, by_member = [fill[0] for fill in listed], listed[0][1], listed[0][2]
         if len(topics) > _FEW_TOPICS:  # wide groups: the topics in bulk
             for m, parts in by_member.items():
-                if share:
-                    tables[m].update(dict.fromkeys(topics, make(parts)))
-                else:
-                    tables[m].update(zip(topics, map(make, itertools.repeat(parts)), strict=False))
+                value = make(parts)
+                tables[m].update(dict.fromkeys(topics, value))
             continue
         for m, parts in by_member.items():
             table = tables[m]
-            if share:
-                value = make(parts)
-                for topic in topics:
-                    table[topic] = value
-            else:
-                for topic in topics:
-                    table[topic] = make(parts)
+            value = make(parts)
+            for topic in topics:
+                table[topic] = value
     return MemberTables(actives, backups, warming)
+
+
+def as_built(parts: list[int]) -> list[int]:
+    """The ``make`` of :func:`member_tables` that keeps its lists."""
+    return parts
 
 
 def _group_spread(counts: Counter[int], group: TaskGroup) -> int:

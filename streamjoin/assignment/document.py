@@ -12,7 +12,7 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
-from streamjoin.assignment.assignor import member_tables, place
+from streamjoin.assignment.assignor import as_built, member_tables, place
 from streamjoin.assignment.errors import InvalidGroupStateError
 from streamjoin.assignment.model import Assignment, GroupState, MemberState
 
@@ -222,13 +222,17 @@ def _members_in_bulk(
     raw_members: list[Any],
     topics: Mapping[str, int],
     seen: dict[tuple[Any, ...], tuple[str, ...]],
+    share: bool,
 ) -> tuple[MemberState, ...] | None:
     """All members, built the fast way: the common shape checked per member,
     partition numbers and offsets checked once for the whole document.
 
     Returns None as soon as anything is not plainly valid; the caller then
     parses member by member, which names the first problem. Valid input gives
-    exactly what that slow path gives.
+    exactly what that slow path gives, except that with ``share`` a
+    topic -> partitions object whose lists hold at most one partition each is
+    used as given (no tuples): only for callers that drop the state before
+    the document can change.
     """
     lists: list[Any] = []  # every partition list
     raw_offsets: list[Any] = []  # every partition -> offset object, as given
@@ -267,8 +271,12 @@ def _members_in_bulk(
                     continue
                 if type(obj) is not dict or not keys >= obj.keys():
                     return None
-                lists.extend(obj.values())
-                parts.append(_frozen_partitions(obj))
+                values = obj.values()
+                lists.extend(values)
+                if share and (not values or max(map(len, values)) < 2):
+                    parts.append(obj)  # already sorted and distinct
+                else:
+                    parts.append(_frozen_partitions(obj))
             by_topic = doc.get("offsets", {})
             if type(by_topic) is not dict or not keys >= by_topic.keys():
                 return None
@@ -305,6 +313,10 @@ def _members_in_bulk(
 
 def parse_group_state(doc: Any) -> GroupState:
     """Validate a group-state document and build the :class:`GroupState`."""
+    return _parse(doc, share=False)
+
+
+def _parse(doc: Any, share: bool) -> GroupState:
     root = _obj(doc, "document")
     unknown = sorted(set(root) - _TOP_KEYS)
     if unknown:
@@ -321,7 +333,7 @@ def parse_group_state(doc: Any) -> GroupState:
     if not raw_members:
         raise _fail("members", "the group has no members: nothing to assign to")
     subscriptions: dict[tuple[Any, ...], tuple[str, ...]] = {}
-    members = _members_in_bulk(raw_members, topics, subscriptions)
+    members = _members_in_bulk(raw_members, topics, subscriptions, share)
     if members is None:  # something is off: check member by member, naming the culprit
         members = tuple(
             _member(m, f"members[{i}]", topics, subscriptions) for i, m in enumerate(raw_members)
@@ -383,13 +395,16 @@ def assign_document(doc: Any) -> dict[str, Any]:
     """Assign a group-state document; return the assignment document.
 
     The same as ``render_assignment(assign(parse_group_state(doc)))``, rendered
-    straight from the placement (no frozen values in between).
+    straight from the placement (no frozen values in between). The result is
+    JSON-ready and read-only: the topics of one co-partitioned group share one
+    partition list per member, and so do members reading a global changelog
+    (copy a list before changing it).
 
     Raises :class:`InvalidGroupStateError` (or its sibling
     :class:`CopartitioningError`) with a message naming the bad field.
     """
-    placed = place(parse_group_state(doc))
-    tables = member_tables(placed, list)
+    placed = place(_parse(doc, share=True))  # the state does not outlive this call
+    tables = member_tables(placed, as_built)
     return {
         "assignment": {
             member.id: {

@@ -6,7 +6,7 @@ items), so the same group state always produces the same assignment.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -15,12 +15,15 @@ __all__ = [
     "MemberAssignment",
     "MemberState",
     "Move",
+    "ReportedPartitions",
     "TaskGroup",
     "TopicPartitions",
 ]
 
 #: topic -> sorted partition numbers
 TopicPartitions = Mapping[str, tuple[int, ...]]
+#: what a member reports: topic -> partitions, sorted and distinct
+ReportedPartitions = Mapping[str, Sequence[int]]
 
 
 @dataclass(frozen=True)
@@ -39,11 +42,11 @@ class MemberState:
     rack: str | None = None
     capacity: int = 1
     generation: int | None = None
-    actives: TopicPartitions = field(default_factory=dict)
-    standbys: TopicPartitions = field(default_factory=dict)
+    actives: ReportedPartitions = field(default_factory=dict)
+    standbys: ReportedPartitions = field(default_factory=dict)
     offsets: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
     #: warm-up replicas it was given by the assignment of ``generation``
-    warmups: TopicPartitions = field(default_factory=dict)
+    warmups: ReportedPartitions = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -148,13 +150,28 @@ def test_bulk_and_member_by_member_parsing_agree() -> None:
         {"id": "c", "topics": ["imp", "clk", "imp-changelog", "imp"]},
     )
     topics = doc["topics"]
-    fast = document._members_in_bulk(doc["members"], topics, {})
+    fast = document._members_in_bulk(doc["members"], topics, {}, share=False)
     slow = tuple(
         document._member(m, f"members[{i}]", topics, {}) for i, m in enumerate(doc["members"])
     )
     assert fast == slow
     assert fast is not None and fast[0].actives == {"imp": (1, 3), "clk": (1, 3)}
     assert fast[2].topics == ("clk", "imp", "imp-changelog")
+    # sharing (assign_document) keeps one-partition lists as given, sorts the rest
+    shared = document._members_in_bulk(doc["members"], topics, {}, share=True)
+    assert shared is not None
+    assert shared[0].actives == {"imp": (1, 3), "clk": (1, 3)}
+    assert shared[1].standbys is doc["members"][1]["standbys"]
+
+    def frozen(parts: Mapping[str, Sequence[int]]) -> dict[str, tuple[int, ...]]:
+        return {t: tuple(p) for t, p in parts.items()}
+
+    assert [
+        dataclasses.replace(
+            m, actives=frozen(m.actives), standbys=frozen(m.standbys), warmups=frozen(m.warmups)
+        )
+        for m in shared
+    ] == list(slow)
 
 
 def test_orphaned_tasks_go_to_the_most_caught_up_standby() -> None:
