@@ -273,17 +273,16 @@ def _stats(
     moves: Sequence[Move],
 ) -> dict[str, object]:
     n = len(members)
-    total: Counter[int] = Counter()
-    standby_total: Counter[int] = Counter()
+    # totals counted in one pass each (adding Counters is a Python loop)
+    total = Counter(itertools.chain.from_iterable(owners))
+    held = [spare for group, spare in zip(groups, standbys, strict=True) if group.stateful]
+    standby_total = Counter(itertools.chain.from_iterable(itertools.chain.from_iterable(held)))
     group_spread = 0
     standby_group_spread = 0
     for group, owner, spare in zip(groups, owners, standbys, strict=True):
-        counts = Counter(owner)
-        total.update(counts)
-        group_spread = max(group_spread, _group_spread(counts, group))
+        group_spread = max(group_spread, _group_spread(Counter(owner), group))
         if group.stateful:
             s_counts = Counter(itertools.chain.from_iterable(spare))
-            standby_total.update(s_counts)
             standby_group_spread = max(standby_group_spread, _group_spread(s_counts, group))
     tasks = sum(g.partitions for g in groups)
     kept = sum(
@@ -316,12 +315,10 @@ def _target_stats(
     minimum: int,
 ) -> dict[str, object]:
     """Balance and moves of the target (previous owners: warm-up holders count as owners)."""
-    total: Counter[int] = Counter()
+    total = Counter(itertools.chain.from_iterable(targets))
     group_spread = 0
     for group, target in zip(groups, targets, strict=True):
-        counts = Counter(target)
-        total.update(counts)
-        group_spread = max(group_spread, _group_spread(counts, group))
+        group_spread = max(group_spread, _group_spread(Counter(target), group))
     kept = sum(
         sum(map(operator.eq, new, prev)) for new, prev in zip(targets, history.owner, strict=True)
     )

@@ -239,6 +239,8 @@ def _members_in_bulk(
     offsets: list[dict[int, Any]] = []  # the same, keys made integers
     members: list[MemberState] = []
     keys = topics.keys()
+    last_topics: list[Any] | None = None
+    last_subscribed: tuple[str, ...] = ()
     try:
         for doc in raw_members:
             if type(doc) is not dict or not doc.keys() <= _MEMBER_KEYS:
@@ -247,9 +249,12 @@ def _members_in_bulk(
             raw_topics = doc.get("topics")
             if type(member_id) is not str or not member_id or type(raw_topics) is not list:
                 return None
-            subscribed = seen.get(tuple(raw_topics))
-            if subscribed is None:
-                subscribed = _subscription(raw_topics, "", topics, seen)
+            if raw_topics is not last_topics:  # members often share one list object
+                subscribed = seen.get(tuple(raw_topics))
+                if subscribed is None:
+                    subscribed = _subscription(raw_topics, "", topics, seen)
+                last_topics, last_subscribed = raw_topics, subscribed
+            subscribed = last_subscribed
             host = doc.get("host", member_id)
             rack = doc.get("rack")
             capacity = doc.get("capacity", 1)
