@@ -98,6 +98,21 @@ class Rounding:
         if self._member_ups is not None:
             self._member_ups.setdefault(m, []).append(gi)
 
+    def add_within_lower(self, m: int, groups: Sequence[int], ups: Sequence[int]) -> None:
+        """Round ``m`` up in ``groups``, in order, while it is below its lower
+        bound, skipping groups whose ``ups`` round-ups are all handed out."""
+        used, filled, up, room = self.used, self.filled, self.up, self.lo[m] - self.used[m]
+        for gi in groups:
+            if room <= 0:
+                break
+            if filled[gi] < ups[gi]:
+                filled[gi] += 1
+                up[gi].add(m)
+                used[m] += 1
+                room -= 1
+                if self._member_ups is not None:
+                    self._member_ups.setdefault(m, []).append(gi)
+
     def hand_over(self, gi: int, giver: int, taker: int) -> None:
         """``giver`` gives its round-up in group ``gi`` to ``taker``; counts follow."""
         if self.used[giver] > self.lo[giver]:

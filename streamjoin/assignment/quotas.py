@@ -111,15 +111,19 @@ def _gain_cells(groups: Sequence[GroupShares]) -> dict[int, list[int]]:
     previous unit, most previous units first (ties by member index)."""
     gain_cells: dict[int, list[int]] = {}
     for g in groups:
-        if g.ups:
-            gain_cells[g.index] = sorted(
-                (
-                    m
-                    for m, held in g.demand.previous.items()
-                    if held > g.base_of(m) and g.can_round_up(m)
-                ),
-                key=lambda m, prev=g.demand.previous: (-prev[m], m),  # type: ignore[misc]
+        if not g.ups:
+            continue
+        previous = g.demand.previous
+        if g.uniform:  # every member may round up and has the same floor
+            base = g.uniform_base
+            cells = sorted([m for m, held in previous.items() if held > base])
+        else:
+            cells = sorted(
+                [m for m, held in previous.items() if held > g.base_of(m) and g.can_round_up(m)]
             )
+        # by member, then (stable) most previous units first
+        cells.sort(key=previous.__getitem__, reverse=True)
+        gain_cells[g.index] = cells
     return gain_cells
 
 
@@ -136,16 +140,13 @@ def _seed_lower_bounds(
     for gi, cells in gain_cells.items():
         for m in cells:
             member_cells.setdefault(m, []).append(gi)
+    ups = [g.ups for g in groups]
     for m in sorted(member_cells):
         cells = member_cells[m]
         if len(cells) > lo[m]:
             start = m % len(cells)
             cells = cells[start:] + cells[:start]
-        for gi in cells:
-            if rounding.used[m] >= lo[m]:
-                break
-            if rounding.filled[gi] < groups[gi].ups:
-                rounding.add(gi, m)
+        rounding.add_within_lower(m, cells, ups)
 
 
 def _seed_extra_slots(
