@@ -309,7 +309,7 @@ def _members_in_bulk(
         and set(map(type, raw_offsets)) <= {dict}
         and sum(map(len, raw_offsets)) == sum(map(len, offsets))
         and _all_ints(itertools.chain.from_iterable(lists), 0)
-        and _all_ints(itertools.chain.from_iterable(offsets), 0)
+        and min(itertools.chain.from_iterable(offsets), default=0) >= 0  # int() made them
         and _all_ints(itertools.chain.from_iterable(d.values() for d in offsets), -1)
     ):
         return tuple(members)

@@ -56,7 +56,11 @@ def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) ->
     for group in groups:
         for topic in group.topics:
             group_of[topic] = group
-    eligible_sets = [frozenset(group.eligible) for group in groups]
+    built: dict[int, frozenset[int]] = {}  # groups mostly share one eligible tuple
+    eligible_sets = [
+        built.get(id(g.eligible)) or built.setdefault(id(g.eligible), frozenset(g.eligible))
+        for g in groups
+    ]
 
     owner = tuple([-1] * g.partitions for g in groups)
     top = [[-1] * g.partitions for g in groups]
@@ -235,6 +239,9 @@ class TaskRows(Mapping[Task, Sequence[int]]):
 
     def __len__(self) -> int:
         return sum(len(row) - row.count(None) for row in self._rows)
+
+    def __bool__(self) -> bool:
+        return any(row.count(None) != len(row) for row in self._rows)
 
     def __contains__(self, task: object) -> bool:
         if not isinstance(task, tuple) or len(task) != 2:

@@ -51,8 +51,13 @@ def build_groups(state: GroupState, members: Sequence[MemberState]) -> tuple[Tas
     # members subscribed to the same topics are alike: work per class, so the
     # cost grows with topics x classes, not topics x members
     classes: dict[tuple[str, ...], list[int]] = {}
+    last: tuple[str, ...] | None = None
+    alike: list[int] = []
     for index, member in enumerate(members):
-        classes.setdefault(member.topics, []).append(index)
+        if member.topics is not last:  # parsed members share one tuple per subscription
+            last = member.topics
+            alike = classes.setdefault(last, [])
+        alike.append(index)
     class_topics = sorted(classes)
     subscribers: dict[str, list[int]] = {}  # topic -> class ids
     for cid, subscribed in enumerate(class_topics):
@@ -81,13 +86,18 @@ def build_groups(state: GroupState, members: Sequence[MemberState]) -> tuple[Tas
         components.setdefault(forest.find(topic), []).append(topic)
 
     groups: list[TaskGroup] = []
+    # groups read by the same classes share one eligible tuple (cheap to compare, cache)
+    shared: dict[tuple[int, ...], tuple[int, ...]] = {}
     for index, group_topics in enumerate(sorted(components.values())):
         eligible_classes = set(subscribers[group_topics[0]])
         for topic in group_topics[1:]:
             eligible_classes.intersection_update(subscribers[topic])
-        eligible: list[int] = []
-        for cid in sorted(eligible_classes):
-            eligible.extend(classes[class_topics[cid]])
+        readers = tuple(sorted(eligible_classes))
+        eligible = shared.get(readers)
+        if eligible is None:
+            eligible = shared[readers] = tuple(
+                sorted(m for cid in readers for m in classes[class_topics[cid]])
+            )
         if not eligible:
             listing = ", ".join(
                 f"{topic!r} (subscribed by "
@@ -105,7 +115,7 @@ def build_groups(state: GroupState, members: Sequence[MemberState]) -> tuple[Tas
                 topics=tuple(group_topics),
                 partitions=state.topics[group_topics[0]],
                 changelogs=tuple(t for t in group_topics if t in state.changelogs),
-                eligible=tuple(sorted(eligible)),
+                eligible=eligible,
             )
         )
     return tuple(groups)

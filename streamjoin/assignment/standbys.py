@@ -39,8 +39,8 @@ def place_standbys(
 ) -> tuple[list[list[tuple[int, ...]]], bool]:
     """Return the standby members of every task (per group) and a relaxed flag."""
     hosts, racks = [m.host for m in members], [m.rack for m in members]
-    holders = history.standby_holders if len(history.standby_holders) else None
-    formers = history.former if len(history.former) else None
+    holders = history.standby_holders if history.standby_holders else None
+    formers = history.former if history.former else None
     prepared: list[_Tasks | None] = []
     demands: list[Demand] = []
     layouts: dict[tuple[int, ...], Layout] = {}  # groups with the same members share one
@@ -72,14 +72,7 @@ def place_standbys(
         chosen: list[list[int]] = [[] for _ in range(group.partitions)]
         # 1. sticky: keep standbys members hold (or have state for): a fresh
         #    rack first, then the most caught up
-        for p, candidates in found.sticky:
-            if len(candidates) > 1:
-                rooms.keep(candidates, owner[p], chosen[p], counts[p], span[p])
-                continue
-            m, o, count = candidates[0], owner[p], counts[p]  # the common case, as in keep
-            if count > 0 and room.get(m, 0) > 0 and (racks[m] != racks[o] or count > span[p] - 1):
-                chosen[p].append(m)
-                take(m)
+        rooms.keep_all(found.sticky, owner, chosen, counts, span)
         # 2. fill: racks the task still needs first (over quota if need be),
         #    then the most remaining room (a task full now stays full)
         todo = [p for p, c in enumerate(chosen) if len(c) < counts[p]]
@@ -110,8 +103,8 @@ def place_standbys(
             for c in chosen:
                 c.sort()
         placed.append(list(map(tuple, chosen)))
-        for m in itertools.chain.from_iterable(chosen):
-            load[m] += 1
+        for m, added in Counter(itertools.chain.from_iterable(chosen)).items():
+            load[m] += added
     return placed, relaxed
 
 
