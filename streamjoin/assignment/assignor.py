@@ -109,10 +109,8 @@ def place(state: GroupState) -> Placement:
 
     previous_counts: list[dict[int, int]] = []
     for prev in history.owner:
-        counts: dict[int, int] = {}
-        for m in prev:
-            if m >= 0:
-                counts[m] = counts.get(m, 0) + 1
+        counts = Counter(prev)  # counted in C, in order of first appearance
+        counts.pop(-1, None)  # (no previous owner)
         previous_counts.append(counts)
     demands = [
         Demand(g.partitions, g.eligible, previous_counts[g.index], _warm_orphans(g, history, lag))

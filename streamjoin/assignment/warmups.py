@@ -19,6 +19,7 @@ member shares the target's host, the task stays where it is warm without one.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -64,6 +65,11 @@ def settle(
         if group.stateful:
             lags_of = history.warm.of
             caught_up = history.warm.caught_up_row(group.index, target, acceptable_lag)
+            if None not in caught_up and False not in caught_up:  # mostly: all caught up
+                warm += sum(map(operator.ne, target, previous))
+                owners.append(owner)
+                warmups.append(warmup)
+                continue
             for p, t in enumerate(target):
                 ready = caught_up[p]
                 if ready is None:  # nobody has state: the target starts it
