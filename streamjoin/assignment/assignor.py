@@ -123,10 +123,10 @@ def place(state: GroupState) -> Placement:
     standbys, standby_relaxed = place_standbys(
         groups, owners, settled.warmups, actual, members, state.standby_replicas, capacities
     )
+    # tasks a member keeps at best: min(held before, quota), summed in C per group
     minimum = history.owned - sum(
-        min(count, active_quotas.quotas[gi].get(m, 0))
-        for gi, counts in enumerate(previous_counts)
-        for m, count in counts.items()
+        sum(map(min, counts.values(), map(quota.get, counts, itertools.repeat(0))))
+        for counts, quota in zip(previous_counts, active_quotas.quotas, strict=True)
     )
     moves = actual_moves(groups, owners, actual, members, lag)
     generation = max((m.generation for m in members if m.generation is not None), default=0) + 1

@@ -310,7 +310,7 @@ def _members_in_bulk(
         and sum(map(len, raw_offsets)) == sum(map(len, offsets))
         and _all_ints(itertools.chain.from_iterable(lists), 0)
         and min(itertools.chain.from_iterable(offsets), default=0) >= 0  # int() made them
-        and _all_ints(itertools.chain.from_iterable(d.values() for d in offsets), -1)
+        and _all_ints(itertools.chain.from_iterable(map(dict.values, raw_offsets)), -1)
     ):
         return tuple(members)
     return None
