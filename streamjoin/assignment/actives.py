@@ -9,7 +9,10 @@ that still has room; the rest fill the remaining room in member order.
 
 from __future__ import annotations
 
+import operator
+from collections import Counter
 from collections.abc import Mapping, Sequence
+from itertools import repeat
 
 from streamjoin.assignment.fencing import History
 from streamjoin.assignment.model import TaskGroup
@@ -28,10 +31,20 @@ def place_actives(
     for group, quota in zip(groups, quotas, strict=True):
         owner = [-1] * group.partitions
         room = dict(quota)
-        held: dict[int, list[int]] = {}
-        for p, previous in enumerate(history.owner[group.index]):
-            if previous >= 0:
-                held.setdefault(previous, []).append(p)
+        earlier = history.owner[group.index]
+        counts = Counter(earlier)
+        counts.pop(-1, None)
+        if all(map(operator.le, counts.values(), map(room.get, counts, repeat(0)))):
+            # mostly: every previous owner keeps all its tasks
+            owner = list(earlier)
+            for m, count in counts.items():
+                room[m] -= count
+            held: dict[int, list[int]] = {}
+        else:
+            held = {}
+            for p, previous in enumerate(earlier):
+                if previous >= 0:
+                    held.setdefault(previous, []).append(p)
         for m in sorted(held):
             tasks = held[m]
             keep = room.get(m, 0)
@@ -51,7 +64,7 @@ def place_actives(
             if m in room:
                 room[m] -= len(tasks)
         cold: list[int] = []
-        for p in range(group.partitions):
+        for p in range(group.partitions) if -1 in owner else ():
             if owner[p] >= 0:
                 continue
             target = _warm_target(history, group.index, p, room, acceptable_lag)

@@ -155,7 +155,7 @@ def place(state: GroupState) -> Placement:
 def _warm_orphans(group: TaskGroup, history: History, acceptable_lag: int) -> dict[int, int]:
     """Member -> tasks of ``group`` without an owner that it could take over warm."""
     preferred: dict[int, int] = {}
-    if not group.stateful:
+    if not group.stateful or -1 not in history.owner[group.index]:
         return preferred
     reported = history.warm.reported
     for p, owner in enumerate(history.owner[group.index]):
