@@ -98,7 +98,12 @@ def _frozen_partitions(obj: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
 
 def _int_keys(obj: Mapping[str, Any]) -> dict[str, dict[int, Any]]:
     """Topic -> partition -> offset with the partition keys made integers (may raise)."""
-    return {t: {int(k): o for k, o in by_p.items()} for t, by_p in obj.items()}
+    result: dict[str, dict[int, Any]] = {}
+    for topic, by_p in obj.items():  # plain loops: no comprehension frame per topic
+        converted = result[topic] = {}
+        for k, offset in by_p.items():
+            converted[int(k)] = offset
+    return result
 
 
 def _partitions(value: Any, where: str, topics: Mapping[str, int]) -> dict[str, tuple[int, ...]]:

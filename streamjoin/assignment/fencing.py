@@ -52,15 +52,14 @@ _CONTESTED = -2
 
 def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) -> History:
     """Resolve ownership claims and changelog lag for every task."""
-    group_of: dict[str, TaskGroup] = {}
-    for group in groups:
-        for topic in group.topics:
-            group_of[topic] = group
     built: dict[int, frozenset[int]] = {}  # groups mostly share one eligible tuple
     eligible_sets = [
         built.get(id(g.eligible)) or built.setdefault(id(g.eligible), frozenset(g.eligible))
         for g in groups
     ]
+    # topic -> its group's index; and the same for the topics of stateful groups
+    # with their standby rows, partitions and eligible members (None: everyone)
+    claim_index = {topic: g.index for g in groups for topic in g.topics}
 
     owner = tuple([-1] * g.partitions for g in groups)
     top = [[-1] * g.partitions for g in groups]
@@ -70,6 +69,16 @@ def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) ->
     # per group, per partition: members holding a standby (None: nobody)
     standby_rows: list[list[list[int] | None]] = [[None] * g.partitions for g in groups]
     changelog_group = {t: g for g in groups for t in g.changelogs}
+    held_slots = {
+        topic: (
+            standby_rows[g.index],
+            g.partitions,
+            None if len(g.eligible) == len(members) else eligible_sets[g.index],
+        )
+        for g in groups
+        if g.stateful
+        for topic in g.topics
+    }
     # per group, per partition: member -> its offset of each of the task's
     # changelogs (None: not reported); one-changelog groups keep the bare offset
     reports: list[list[dict[int, Any] | None]] = [[None] * g.partitions for g in groups]
@@ -130,13 +139,13 @@ def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) ->
             # a group's topics mostly claim the same partitions: merge only when not
             claimed: dict[int, Sequence[int]] = {}
             for topic, partitions in member.actives.items():
-                claim_group = group_of.get(topic)
-                if claim_group is not None:
-                    had = claimed.get(claim_group.index)
+                claim_gi = claim_index.get(topic)
+                if claim_gi is not None:
+                    had = claimed.get(claim_gi)
                     if had is None:
-                        claimed[claim_group.index] = partitions
+                        claimed[claim_gi] = partitions
                     elif had != partitions:
-                        claimed[claim_group.index] = sorted({*had, *partitions})
+                        claimed[claim_gi] = sorted({*had, *partitions})
             for gi, parts in claimed.items():
                 if m not in eligible_sets[gi]:
                     continue
@@ -165,14 +174,12 @@ def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) ->
                         fenced += 1
                         former.setdefault((gi, p), []).append(m)
         for topic, partitions in member.standbys.items():
-            held_group = group_of.get(topic)
-            if (
-                held_group is None
-                or not held_group.stateful
-                or m not in eligible_sets[held_group.index]
-            ):
+            held = held_slots.get(topic)
+            if held is None:
                 continue
-            held_rows, limit = standby_rows[held_group.index], held_group.partitions
+            held_rows, limit, allowed_to_hold = held
+            if allowed_to_hold is not None and m not in allowed_to_hold:
+                continue
             for p in partitions:
                 if 0 <= p < limit:
                     # members come in index order: lists stay sorted, and a
