@@ -52,7 +52,7 @@ class Layout:
     def task_limits(self, owner: Sequence[int], warmup: Sequence[int]) -> tuple[list[int], ...]:
         """Per task: the standbys it gets, and the racks its copies span."""
         plain, paired = self.plain, self.paired
-        plain.update([(o, self.limit(o, -1)) for o in dict.fromkeys(owner) if o not in plain])
+        plain.update([(o, self.limit(o, -1)) for o in set(owner).difference(plain)])
         found = list(map(plain.__getitem__, owner))
         if max(warmup, default=-1) >= 0:
             for p, (o, w) in enumerate(zip(owner, warmup, strict=True)):
