@@ -170,10 +170,10 @@ def _seed_extra_slots(
 
 def _quota(g: GroupShares, ups: set[int]) -> dict[int, int]:
     """Group ``g``'s quotas: its floors plus one for every member in ``ups``."""
-    quota: dict[int, int] = {}
     if g.uniform:
-        if g.uniform_base:
-            quota = dict.fromkeys(g.demand.eligible, g.uniform_base)
+        if not g.uniform_base:  # fewer units than members: the round-ups are the quotas
+            return dict.fromkeys(ups, 1)
+        quota = dict.fromkeys(g.demand.eligible, g.uniform_base)
     else:
         quota = dict(g.base)
     for m in ups:
