@@ -153,14 +153,19 @@ class Rooms:
         A task with one candidate (the common case) is kept here directly: the
         same checks as :meth:`keep` and the same bookkeeping as :meth:`take`.
         """
+        if self.by_rack is not None:  # (built only by later passes)
+            for p, candidates in sticky:
+                self.keep(candidates, owner[p], chosen[p], counts[p], span[p])
+            return
         room, racks, heap = self.room, self.racks, self.heap
         for p, candidates in sticky:
-            if len(candidates) > 1 or self.by_rack is not None:
+            if len(candidates) > 1:
                 self.keep(candidates, owner[p], chosen[p], counts[p], span[p])
                 continue
-            m, o, count = candidates[0], owner[p], counts[p]
+            m = candidates[0]
             left = room.get(m, 0)
-            if count > 0 and left > 0 and (racks[m] != racks[o] or count > span[p] - 1):
+            count = counts[p]
+            if left > 0 and count > 0 and (racks[m] != racks[owner[p]] or count > span[p] - 1):
                 chosen[p].append(m)
                 left = room[m] = left - 1
                 self.seq += 1
