@@ -134,7 +134,7 @@ def test_the_first_bad_member_is_named_even_when_a_later_one_is_bad_too() -> Non
 
 
 def test_bulk_and_member_by_member_parsing_agree() -> None:
-    from streamjoin.assignment import document
+    from streamjoin.assignment import document_members as document
 
     doc = _doc(
         _member("a", generation=2, actives={"imp": [3, 1, 1], "clk": [1, 3]}, rack="r1"),
