@@ -10,7 +10,6 @@ that still has room; the rest fill the remaining room in member order.
 from __future__ import annotations
 
 import operator
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from itertools import repeat
 
@@ -25,15 +24,17 @@ def place_actives(
     quotas: Sequence[Mapping[int, int]],
     history: History,
     acceptable_lag: int,
+    previous_counts: Sequence[Mapping[int, int]],
 ) -> list[list[int]]:
-    """Return the owner (member index) of every task, per group."""
+    """Return the owner (member index) of every task, per group.
+
+    ``previous_counts``: per group, member -> tasks it owned before (``history.owner``).
+    """
     owners: list[list[int]] = []
-    for group, quota in zip(groups, quotas, strict=True):
+    for group, quota, counts in zip(groups, quotas, previous_counts, strict=True):
         owner = [-1] * group.partitions
         room = dict(quota)
         earlier = history.owner[group.index]
-        counts = Counter(earlier)
-        counts.pop(-1, None)
         if all(map(operator.le, counts.values(), map(room.get, counts, repeat(0)))):
             # mostly: every previous owner keeps all its tasks
             owner = list(earlier)

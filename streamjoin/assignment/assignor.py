@@ -117,7 +117,7 @@ def place(state: GroupState) -> Placement:
         for g in groups
     ]
     active_quotas = balanced_quotas(demands, capacities)
-    targets = place_actives(groups, active_quotas.quotas, history, lag)
+    targets = place_actives(groups, active_quotas.quotas, history, lag, previous_counts)
     settled = settle(groups, targets, actual, members, lag, state.max_warmup_replicas)
     owners = settled.owners
     standbys, standby_relaxed = place_standbys(

@@ -240,10 +240,10 @@ def _members_in_bulk(
             if type(member_id) is not str or not member_id or type(raw_topics) is not list:
                 return None
             if raw_topics is not last_topics:  # members often share one list object
-                subscribed = seen.get(tuple(raw_topics))
-                if subscribed is None:
-                    subscribed = _subscription(raw_topics, "", topics, seen)
-                last_topics, last_subscribed = raw_topics, subscribed
+                last_topics = raw_topics
+                last_subscribed = seen.get(tuple(raw_topics)) or _subscription(
+                    raw_topics, "", topics, seen
+                )
             subscribed = last_subscribed
             host = doc.get("host", member_id)
             rack = doc.get("rack")

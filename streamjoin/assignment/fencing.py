@@ -57,9 +57,7 @@ def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) ->
         built.get(id(g.eligible)) or built.setdefault(id(g.eligible), frozenset(g.eligible))
         for g in groups
     ]
-    # topic -> its group's index; and the same for the topics of stateful groups
-    # with their standby rows, partitions and eligible members (None: everyone)
-    claim_index = {topic: g.index for g in groups for topic in g.topics}
+    claim_index = {topic: g.index for g in groups for topic in g.topics}  # topic -> group
 
     owner = tuple([-1] * g.partitions for g in groups)
     top = [[-1] * g.partitions for g in groups]
@@ -69,6 +67,7 @@ def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) ->
     # per group, per partition: members holding a standby (None: nobody)
     standby_rows: list[list[list[int] | None]] = [[None] * g.partitions for g in groups]
     changelog_group = {t: g for g in groups for t in g.changelogs}
+    # a stateful group's topic -> its standby rows, partitions, eligible members (None: all)
     held_slots = {
         topic: (
             standby_rows[g.index],

@@ -113,8 +113,7 @@ class Rooms:
         self.layout, self.hosts, self.racks = layout, layout.hosts, layout.racks
         n = self.n = len(self.racks)
         self.start = start % n if n else 0
-        first = self.start
-        self.heap: list[_Entry] = [(-r, (m - first) % n, m) for m, r in self.room.items() if r > 0]
+        self.heap: list[_Entry] = [(-r, self._rank(m), m) for m, r in self.room.items() if r > 0]
         heapq.heapify(self.heap)
         #: per rack, entries of the members with room other than 0 when built (``nonzero``)
         #: and of every change since; the others' would be ``(0, m, m)``: ``layout.rack_members``
@@ -139,38 +138,6 @@ class Rooms:
             heapq.heappush(self.heap, entry)
         if self.by_rack is not None:
             heapq.heappush(self.by_rack.setdefault(self.racks[m], []), entry)
-
-    def keep_all(
-        self,
-        sticky: Sequence[tuple[int, Sequence[int]]],
-        owner: Sequence[int],
-        chosen: list[list[int]],
-        counts: Sequence[int],
-        span: Sequence[int],
-    ) -> None:
-        """Sticky pass: for each ``(task, candidates)`` in order, :meth:`keep`.
-
-        A task with one candidate (the common case) is kept here directly: the
-        same checks as :meth:`keep` and the same bookkeeping as :meth:`take`.
-        """
-        if self.by_rack is not None:  # (built only by later passes)
-            for p, candidates in sticky:
-                self.keep(candidates, owner[p], chosen[p], counts[p], span[p])
-            return
-        room, racks, heap = self.room, self.racks, self.heap
-        for p, candidates in sticky:
-            if len(candidates) > 1:
-                self.keep(candidates, owner[p], chosen[p], counts[p], span[p])
-                continue
-            m = candidates[0]
-            left = room.get(m, 0)
-            count = counts[p]
-            if left > 0 and count > 0 and (racks[m] != racks[owner[p]] or count > span[p] - 1):
-                chosen[p].append(m)
-                left = room[m] = left - 1
-                self.seq += 1
-                if left > 0:
-                    heapq.heappush(heap, (-left, self.seq, m))
 
     def keep(
         self, candidates: Sequence[int], owner: int, mine: list[int], count: int, span: int

@@ -72,7 +72,14 @@ def place_standbys(
         chosen: list[list[int]] = [[] for _ in range(group.partitions)]
         # 1. sticky: keep standbys members hold (or have state for): a fresh
         #    rack first, then the most caught up
-        rooms.keep_all(found.sticky, owner, chosen, counts, span)
+        for p, candidates in found.sticky:
+            if len(candidates) > 1:
+                rooms.keep(candidates, owner[p], chosen[p], counts[p], span[p])
+                continue
+            m, o, count = candidates[0], owner[p], counts[p]  # the common case, as in keep
+            if count > 0 and room.get(m, 0) > 0 and (racks[m] != racks[o] or count > span[p] - 1):
+                chosen[p].append(m)
+                take(m)
         # 2. fill: racks the task still needs first (over quota if need be),
         #    then the most remaining room (a task full now stays full)
         todo = [p for p, c in enumerate(chosen) if len(c) < counts[p]]
