@@ -31,6 +31,11 @@ _MEMBER_KEYS = frozenset(
 )
 
 
+#: what a partition key of ``offsets`` may be: a decimal string (JSON's object keys)
+#: or, from Python, an integer (never a float or bool, which int() would truncate)
+_KEY_TYPES = frozenset({str, int})
+
+
 def _fail(where: str, problem: str) -> InvalidGroupStateError:
     return InvalidGroupStateError(f"{where}: {problem}")
 
@@ -112,7 +117,11 @@ def _partitions(value: Any, where: str, topics: Mapping[str, int]) -> dict[str, 
 
 def _offsets(value: Any, where: str, topics: Mapping[str, int]) -> dict[str, dict[int, int]]:
     obj = _obj(value, where)
-    if topics.keys() >= obj.keys() and set(map(type, obj.values())) <= {dict}:
+    if (
+        topics.keys() >= obj.keys()
+        and set(map(type, obj.values())) <= {dict}
+        and set(map(type, itertools.chain.from_iterable(obj.values()))) <= _KEY_TYPES
+    ):
         try:  # the common case, checked in bulk
             fast = _int_keys(obj)
         except (TypeError, ValueError):
@@ -132,10 +141,16 @@ def _offsets(value: Any, where: str, topics: Mapping[str, int]) -> dict[str, dic
             parsed = {int(key): offset for key, offset in raw.items()}
         except (TypeError, ValueError):
             parsed = {}
-        if len(parsed) != len(raw) or not (_all_ints(parsed, 0) and _all_ints(parsed.values(), -1)):
+        if (
+            not set(map(type, raw)) <= _KEY_TYPES
+            or len(parsed) != len(raw)
+            or not (_all_ints(parsed, 0) and _all_ints(parsed.values(), -1))
+        ):
             parsed = {}
             for key, offset in raw.items():
                 try:
+                    if type(key) not in _KEY_TYPES:
+                        raise TypeError(key)
                     p = int(key)
                 except (TypeError, ValueError):
                     raise _fail(
@@ -297,6 +312,7 @@ def _members_in_bulk(
     if (
         set(map(type, lists)) <= {list}
         and set(map(type, raw_offsets)) <= {dict}
+        and set(map(type, itertools.chain.from_iterable(raw_offsets))) <= _KEY_TYPES
         and sum(map(len, raw_offsets)) == sum(map(len, offsets))
         and _all_ints(itertools.chain.from_iterable(lists), 0)
         and min(itertools.chain.from_iterable(offsets), default=0) >= 0  # int() made them

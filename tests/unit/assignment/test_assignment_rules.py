@@ -97,6 +97,15 @@ def test_copartitioning_error_names_every_topic_and_the_fix() -> None:
             lambda d: d["members"][0].update(offsets={"imp-changelog": {"1": -5}}),
             "must be at least -1",
         ),
+        # a Python caller's float or bool key is not a partition (int() would truncate it)
+        (
+            lambda d: d["members"][0].update(offsets={"imp-changelog": {5.7: 5}}),
+            "partition keys must be integers, got 5.7",
+        ),
+        (
+            lambda d: d["members"][0].update(offsets={"imp-changelog": {True: 5}}),
+            "partition keys must be integers, got True",
+        ),
         (
             lambda d: d["members"][0].update(actives={"imp": [0, "1"]}),
             "actives.imp[1]: expected an integer",
