@@ -8,9 +8,6 @@ only from the changelog offsets members report: no broker round trip.
 
 from __future__ import annotations
 
-import itertools
-import math
-import operator
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -322,12 +319,6 @@ class Lags:
                 self.is_caught_up((gi, p), m, acceptable_lag) if rows[p] else None
                 for p, m in enumerate(members)
             ]
-        if None not in rows and {} not in rows and len(rows) == len(members):  # mostly, in C
-            reported = cast(Sequence[dict[int, int]], rows)  # (read_history builds dicts)
-            # a member that reported nothing has -inf: never caught up
-            owns = map(dict.get, reported, members, itertools.repeat(-math.inf))
-            floors = map(operator.add, owns, itertools.repeat(acceptable_lag))
-            return list(map(operator.le, map(max, map(dict.values, reported)), floors))
         answers: list[bool | None] = []
         for by_member, m in zip(rows, members, strict=True):
             if not by_member:

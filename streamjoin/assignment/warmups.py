@@ -19,8 +19,6 @@ member shares the target's host, the task stays where it is warm without one.
 
 from __future__ import annotations
 
-import functools
-import itertools
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -67,16 +65,20 @@ def settle(
         if group.stateful:
             lags_of = history.warm.of
             caught_up = history.warm.caught_up_row(group.index, target, acceptable_lag)
-            # tasks whose target is caught up run there: warm when they move
-            moved = list(map(operator.ne, target, previous))
-            warm += sum(itertools.compress(moved, caught_up))
-            # the others, task by task (mostly none, or a new member's few)
-            pending = itertools.compress(range(len(target)), map(_not_true, caught_up))
-            for p in pending:
-                t, ready = target[p], caught_up[p]
+            if None not in caught_up and False not in caught_up:  # mostly: all caught up
+                warm += sum(map(operator.ne, target, previous))
+                owners.append(owner)
+                warmups.append(warmup)
+                continue
+            for p, t in enumerate(target):
+                ready = caught_up[p]
                 if ready is None:  # nobody has state: the target starts it
-                    if moved[p]:
+                    if t != previous[p]:
                         cold += 1
+                    continue
+                if ready:
+                    if t != previous[p]:
+                        warm += 1
                     continue
                 task = (group.index, p)
                 # (only eligible members report offsets: fencing leaves out the others)
@@ -99,9 +101,6 @@ def settle(
         owners.append(owner)
         warmups.append(warmup)
     return Settled(owners, warmups, cold, warm, held_back)
-
-
-_not_true = functools.partial(operator.is_not, True)  # caught up: False or None
 
 
 def _holder(
