@@ -139,26 +139,6 @@ class Rooms:
         if self.by_rack is not None:
             heapq.heappush(self.by_rack.setdefault(self.racks[m], []), entry)
 
-    def took(self, taken: Sequence[int]) -> None:
-        """:meth:`take` for ``taken``, in order, whose room was already counted down.
-
-        Pushes only each member's last entry: the earlier ones :meth:`take`
-        would push are stale by then (room only ever goes down), and every
-        search skips stale entries.
-        """
-        if not taken:
-            return
-        first = self.seq + 1
-        self.seq += len(taken)
-        last = dict(zip(taken, range(first, self.seq + 1), strict=True))  # the last one wins
-        room, heap = self.room, self.heap
-        for m, seq in last.items():
-            entry = (-room[m], seq, m)
-            if room[m] > 0:
-                heapq.heappush(heap, entry)
-            if self.by_rack is not None:
-                heapq.heappush(self.by_rack.setdefault(self.racks[m], []), entry)
-
     def keep(
         self, candidates: Sequence[int], owner: int, mine: list[int], count: int, span: int
     ) -> None:

@@ -72,26 +72,17 @@ def place_standbys(
         chosen: list[list[int]] = [[] for _ in range(group.partitions)]
         # 1. sticky: keep standbys members hold (or have state for): a fresh
         #    rack first, then the most caught up
-        taken: list[int] = []  # one-candidate keeps, counted in room, not yet in the heap
         for p, candidates in found.sticky:
             if len(candidates) > 1:
-                rooms.took(taken)
-                taken = []
                 rooms.keep(candidates, owner[p], chosen[p], counts[p], span[p])
                 continue
             m, o, count = candidates[0], owner[p], counts[p]  # the common case, as in keep
             if count > 0 and room.get(m, 0) > 0 and (racks[m] != racks[o] or count > span[p] - 1):
                 chosen[p].append(m)
-                room[m] -= 1
-                taken.append(m)
-        rooms.took(taken)
+                take(m)
         # 2. fill: racks the task still needs first (over quota if need be),
         #    then the most remaining room (a task full now stays full)
-        if counts.count(counts[0]) == len(counts):  # mostly: every task alike, checked in C
-            short = map(counts[0].__gt__, map(len, chosen))
-            todo = list(itertools.compress(range(len(chosen)), short))
-        else:
-            todo = [p for p, c in enumerate(chosen) if len(c) < counts[p]]
+        todo = [p for p, c in enumerate(chosen) if len(c) < counts[p]]
         todo.sort(key=lambda p: (-room.get(owner[p], 0), owner[p]))
         for p in todo:
             o, w, mine = owner[p], warmup[p], chosen[p]
