@@ -236,9 +236,8 @@ def _members_in_bulk(
     parses member by member, which names the first problem. Valid input gives
     exactly what that slow path gives, except that with ``share`` a
     topic -> partitions object whose lists hold at most one partition each is
-    used as given (no tuples), and so are offsets whose partition keys are
-    all decimal strings without leading zeros or all integers (no conversion):
-    only for callers that drop the state before the document can change.
+    used as given (no tuples): only for callers that drop the state before
+    the document can change.
     """
     lists: list[Any] = []  # every partition list
     raw_offsets: list[Any] = []  # every partition -> offset object, as given
@@ -291,7 +290,7 @@ def _members_in_bulk(
             by_topic = doc.get("offsets", {})
             if type(by_topic) is not dict or not keys >= by_topic.keys():
                 return None
-            reported = by_topic if share else _int_keys(by_topic)  # (checked below)
+            reported = _int_keys(by_topic)
             raw_offsets.extend(by_topic.values())
             offsets.extend(reported.values())
             members.append(
@@ -313,39 +312,11 @@ def _members_in_bulk(
     if (
         set(map(type, lists)) <= {list}
         and set(map(type, raw_offsets)) <= {dict}
+        and set(map(type, itertools.chain.from_iterable(raw_offsets))) <= _KEY_TYPES
+        and sum(map(len, raw_offsets)) == sum(map(len, offsets))
         and _all_ints(itertools.chain.from_iterable(lists), 0)
+        and min(itertools.chain.from_iterable(offsets), default=0) >= 0  # int() made them
         and _all_ints(itertools.chain.from_iterable(map(dict.values, raw_offsets)), -1)
     ):
-        given = list(itertools.chain.from_iterable(raw_offsets))  # partition keys
-        if share:
-            return tuple(members) if _plain_partition_keys(given) else None
-        if (
-            set(map(type, given)) <= _KEY_TYPES
-            and len(given) == sum(map(len, offsets))  # no two keys made one partition
-            and min(itertools.chain.from_iterable(offsets), default=0) >= 0  # int() made them
-        ):
-            return tuple(members)
+        return tuple(members)
     return None
-
-
-def _plain_partition_keys(keys: list[Any]) -> bool:
-    """Are ``keys`` partitions as they stand: all non-negative integers, or all
-    decimal strings without leading zeros (so no two name one partition)?
-
-    Checked at C speed; anything else (mixed kinds, "07", " 7", "-1") is
-    left to the member-by-member parser, which converts or names the culprit.
-    """
-    if not keys:
-        return True
-    kinds = set(map(type, keys))
-    if kinds == {int}:
-        return bool(min(keys) >= 0)
-    if kinds != {str}:
-        return False
-    joined = "".join(keys)
-    return (
-        joined.isascii()
-        and joined.isdigit()
-        and min(map(len, keys)) > 0
-        and sum(map(str.startswith, keys, itertools.repeat("0"))) == keys.count("0")
-    )

@@ -104,10 +104,8 @@ def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) ->
             allowed, rows, limit, width, ci = slot
             if allowed is not None and m not in allowed:
                 continue
-            # partitions may come as decimal strings (a JSON document's keys)
             if width == 1:
-                for key, offset in offsets.items():
-                    p = int(key)
+                for p, offset in offsets.items():
                     if 0 <= p < limit:
                         single = rows[p]
                         if single is None:
@@ -115,8 +113,7 @@ def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) ->
                         else:
                             single[m] = offset
                 continue
-            for key, offset in offsets.items():
-                p = int(key)
+            for p, offset in offsets.items():
                 if 0 <= p < limit:
                     by_member = rows[p]
                     if by_member is None:

@@ -24,9 +24,6 @@ __all__ = [
 TopicPartitions = Mapping[str, tuple[int, ...]]
 #: what a member reports: topic -> partitions, sorted and distinct
 ReportedPartitions = Mapping[str, Sequence[int]]
-#: changelog topic -> partition -> offset; a partition is an int or, as JSON
-#: object keys give it, its decimal string without leading zeros ("7", not "07")
-ReportedOffsets = Mapping[str, Mapping[int, int] | Mapping[str, int]]
 
 
 @dataclass(frozen=True)
@@ -47,7 +44,7 @@ class MemberState:
     generation: int | None = None
     actives: ReportedPartitions = field(default_factory=dict)
     standbys: ReportedPartitions = field(default_factory=dict)
-    offsets: ReportedOffsets = field(default_factory=dict)
+    offsets: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
     #: warm-up replicas it was given by the assignment of ``generation``
     warmups: ReportedPartitions = field(default_factory=dict)
 
