@@ -135,24 +135,17 @@ def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) ->
                         if not entry or entry[-1] != m:
                             entry.append(m)
         if gen is not None:
-            # a group's topics mostly claim the same partitions (checked in C):
-            # merge only when not
-            claims = member.actives
-            claim_gis = list(map(claim_index.get, claims))
-            claimed: dict[int | None, Sequence[int]] = dict(
-                zip(claim_gis, claims.values(), strict=True)
-            )
-            if list(map(claimed.__getitem__, claim_gis)) != list(claims.values()):
-                claimed = {}
-                for claim_gi, partitions in zip(claim_gis, claims.values(), strict=True):
+            # a group's topics mostly claim the same partitions: merge only when not
+            claimed: dict[int, Sequence[int]] = {}
+            for topic, partitions in member.actives.items():
+                claim_gi = claim_index.get(topic)
+                if claim_gi is not None:
                     had = claimed.get(claim_gi)
                     if had is None:
                         claimed[claim_gi] = partitions
                     elif had != partitions:
                         claimed[claim_gi] = sorted({*had, *partitions})
             for gi, parts in claimed.items():
-                if gi is None:  # (topics of no group)
-                    continue
                 if m not in eligible_sets[gi]:
                     continue
                 owners, gens, limit = owner[gi], top[gi], groups[gi].partitions
