@@ -203,16 +203,15 @@ def member_tables(placed: Placement, make: Callable[[list[int]], Frozen]) -> Mem
     for group, owner, spare, warmup in zip(
         placed.groups, placed.owners, placed.standbys, placed.warmups, strict=True
     ):
-        mine = _by_member(owner)
+        mine: dict[int, list[int]] = {}
+        for p, m in enumerate(owner):
+            mine.setdefault(m, []).append(p)
         fills.extend((topic, actives, mine) for topic in group.topics)
         if group.stateful:
-            if set(map(len, spare)) == {1}:  # mostly: one standby per task
-                held = _by_member(list(map(operator.itemgetter(0), spare)))
-            else:
-                held = {}
-                for p, holders in enumerate(spare):
-                    for m in holders:
-                        held.setdefault(m, []).append(p)
+            held: dict[int, list[int]] = {}
+            for p, holders in enumerate(spare):
+                for m in holders:
+                    held.setdefault(m, []).append(p)
             fills.extend((topic, backups, held) for topic in group.changelogs)
             if warmup.count(-1) != len(warmup):  # (most groups have none)
                 restoring: dict[int, list[int]] = {}
@@ -240,16 +239,6 @@ def member_tables(placed: Placement, make: Callable[[list[int]], Frozen]) -> Mem
             for topic in topics:
                 table[topic] = value
     return MemberTables(actives, backups, warming)
-
-
-def _by_member(owner: Sequence[int]) -> dict[int, list[int]]:
-    """Member -> its partitions (in order), given each partition's member."""
-    if len(set(owner)) == len(owner):  # one partition each: built in C
-        return dict(zip(owner, map(list, zip(range(len(owner)))), strict=True))
-    mine: dict[int, list[int]] = {}
-    for p, m in enumerate(owner):
-        mine.setdefault(m, []).append(p)
-    return mine
 
 
 def as_built(parts: list[int]) -> list[int]:
