@@ -312,7 +312,7 @@ def _members_in_bulk(
     if (
         set(map(type, lists)) <= {list}
         and set(map(type, raw_offsets)) <= {dict}
-        and set(map(type, itertools.chain.from_iterable(raw_offsets))) <= _KEY_TYPES
+        and _keys_allowed(raw_offsets)
         and sum(map(len, raw_offsets)) == sum(map(len, offsets))
         and _all_ints(itertools.chain.from_iterable(lists), 0)
         and min(itertools.chain.from_iterable(offsets), default=0) >= 0  # int() made them
@@ -320,3 +320,15 @@ def _members_in_bulk(
     ):
         return tuple(members)
     return None
+
+
+def _keys_allowed(objs: list[Any]) -> bool:
+    """Are the partition keys of all ``objs`` strings or ints (see ``_KEY_TYPES``)?
+
+    A JSON document's are all strings, which one join of them tells in C.
+    """
+    try:
+        "".join(itertools.chain.from_iterable(objs))
+    except TypeError:
+        return set(map(type, itertools.chain.from_iterable(objs))) <= _KEY_TYPES
+    return True
