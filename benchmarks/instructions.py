@@ -18,6 +18,7 @@ the scenarios always come from this checkout. Needs valgrind
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -53,7 +54,11 @@ def _instructions(source: Path, scenario: str, phase: str, call: bool) -> int:
         sys.executable, "-c", _CHILD,
         str(source), str(ROOT), scenario, phase, "call" if call else "stop",
     ]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    # a fixed hash seed: string hashing order otherwise shifts the count a little
+    environment = dict(os.environ, PYTHONHASHSEED="0")
+    done = subprocess.run(
+        command, capture_output=True, text=True, check=False, env=environment
+    )
     found = re.search(r"Collected\s*:\s*(\d+)", done.stderr)
     if done.returncode != 0 or found is None:
         tail = "\n".join(done.stderr.splitlines()[-15:])
