@@ -87,12 +87,17 @@ def _frozen_partitions(obj: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
 
 
 def _int_keys(obj: Mapping[str, Any]) -> dict[str, dict[int, Any]]:
-    """Topic -> partition -> offset with the partition keys made integers (may raise)."""
+    """Topic -> partition -> offset with the partition keys made integers.
+
+    Only string keys (JSON's) are converted: with an explicit base, int()
+    raises TypeError on anything else (ints from Python, floats, bools),
+    which the callers' slower paths then check one by one.
+    """
     result: dict[str, dict[int, Any]] = {}
     for topic, by_p in obj.items():  # plain loops: no comprehension frame per topic
         converted = result[topic] = {}
         for k, offset in by_p.items():
-            converted[int(k)] = offset
+            converted[int(k, 10)] = offset
     return result
 
 
@@ -312,7 +317,6 @@ def _members_in_bulk(
     if (
         set(map(type, lists)) <= {list}
         and set(map(type, raw_offsets)) <= {dict}
-        and _keys_allowed(raw_offsets)
         and sum(map(len, raw_offsets)) == sum(map(len, offsets))
         and _all_ints(itertools.chain.from_iterable(lists), 0)
         and min(itertools.chain.from_iterable(offsets), default=0) >= 0  # int() made them
@@ -321,14 +325,3 @@ def _members_in_bulk(
         return tuple(members)
     return None
 
-
-def _keys_allowed(objs: list[Any]) -> bool:
-    """Are the partition keys of all ``objs`` strings or ints (see ``_KEY_TYPES``)?
-
-    A JSON document's are all strings, which one join of them tells in C.
-    """
-    try:
-        "".join(itertools.chain.from_iterable(objs))
-    except TypeError:
-        return set(map(type, itertools.chain.from_iterable(objs))) <= _KEY_TYPES
-    return True

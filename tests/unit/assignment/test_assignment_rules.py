@@ -132,6 +132,27 @@ def test_bad_documents_are_rejected_with_the_field_named(mutate: Any, needle: st
     assert needle in str(caught.value)
 
 
+def test_offsets_keyed_by_int_from_python_mean_what_string_keys_mean() -> None:
+    # JSON gives string keys; a Python caller may give ints (never floats or bools)
+    everything = list(range(6))
+
+    def doc(key: Any) -> Doc:
+        offsets = {"imp-changelog": {key(p): 100 for p in everything}} if key else {}
+        owner = _member(
+            "a",
+            generation=1,
+            actives={"imp": everything, "clk": everything, "imp-changelog": everything},
+            offsets=offsets,
+        )
+        return _doc(owner, _member("b"))
+
+    by_int, by_str = assign_document(doc(int)), assign_document(doc(str))
+    assert by_int == by_str
+    # the offsets count: a is caught up, so b warms up instead of taking tasks cold
+    assert by_str["assignment"]["b"]["warmups"] == {"imp-changelog": [3, 4, 5]}
+    assert assign_document(doc(None))["assignment"]["b"]["warmups"] == {}
+
+
 def test_the_first_bad_member_is_named_even_when_a_later_one_is_bad_too() -> None:
     # members are checked in bulk first; the error must still be the first in order
     doc = _doc(_member("a"), _member("b"), _member("c"))
