@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import statistics
 import sys
 import time
@@ -101,13 +100,8 @@ def visit_reports(document: dict[str, Any]) -> int:
 
 def build_document(name: str, phase: str) -> dict[str, Any]:
     """The scenario's document, built the way ``benchmarks/assignor.py`` builds it."""
-    chosen = scenarios.SCENARIOS[name]
-    document = chosen.fresh_document()
-    if phase == "rebalance":
-        with gc_paused():
-            previous = json.loads(json.dumps(assign_document(document)))
-        document = chosen.rebalance_document(chosen.fresh_document(), previous)
-    return document
+    with gc_paused():
+        return scenarios.SCENARIOS[name].document(phase, assign_document)
 
 
 def measure(document: dict[str, Any], runs: int) -> dict[str, Any]:

@@ -28,20 +28,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 _CHILD = """
-import json, sys
+import sys
 source, root, scenario, phase, call = sys.argv[1:6]
 sys.path.insert(0, root)
+from benchmarks import scenarios  # this checkout's, before the measured one is on the path
 sys.path.insert(0, source)
-from benchmarks import scenarios
 from streamjoin._gc import gc_paused
 from streamjoin.assignment import assign_document
-chosen = scenarios.SCENARIOS[scenario]
-doc = chosen.fresh_document()
-if phase == "rebalance":
-    with gc_paused():
-        previous = json.loads(json.dumps(assign_document(doc)))
-    doc = chosen.rebalance_document(chosen.fresh_document(), previous)
-    del previous
+with gc_paused():
+    doc = scenarios.SCENARIOS[scenario].document(phase, assign_document)
 if call == "call":
     with gc_paused():
         assign_document(doc)

@@ -13,6 +13,7 @@ scenario builds byte-for-byte the same document on every run.
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -48,6 +49,15 @@ class Scenario:
     def rebalance_document(self, fresh: Document, previous: Output) -> Document:
         """Build the rebalance group state from ``previous`` (an assignor's fresh output)."""
         return rebalance_document(fresh, previous, self.change, self.seed)
+
+    def document(self, phase: str, assign: Callable[[Document], Output]) -> Document:
+        """The ``"fresh"`` document, or the ``"rebalance"`` one built from what ``assign``
+        (streamjoin's ``assign_document``) made of the fresh one, passed through JSON."""
+        fresh = self.fresh_document()
+        if phase != "rebalance":
+            return fresh
+        previous = json.loads(json.dumps(assign(fresh)))
+        return self.rebalance_document(self.fresh_document(), previous)
 
 
 def member_id(index: int) -> str:
