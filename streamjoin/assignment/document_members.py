@@ -122,12 +122,8 @@ def _partitions(value: Any, where: str, topics: Mapping[str, int]) -> dict[str, 
 
 def _offsets(value: Any, where: str, topics: Mapping[str, int]) -> dict[str, dict[int, int]]:
     obj = _obj(value, where)
-    if (
-        topics.keys() >= obj.keys()
-        and set(map(type, obj.values())) <= {dict}
-        and set(map(type, itertools.chain.from_iterable(obj.values()))) <= _KEY_TYPES
-    ):
-        try:  # the common case, checked in bulk
+    if topics.keys() >= obj.keys() and set(map(type, obj.values())) <= {dict}:
+        try:  # the common case, checked in bulk (keys other than strings raise)
             fast = _int_keys(obj)
         except (TypeError, ValueError):
             fast = None
