@@ -320,4 +320,3 @@ def _members_in_bulk(
     ):
         return tuple(members)
     return None
-

@@ -88,7 +88,15 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
         return self.protocol_version
 
     def metadata(self, topics: Iterable[str]) -> ConsumerProtocolMemberMetadata:
-        """What this worker tells the leader: identity, claims and offsets."""
+        """What this worker tells the leader: identity, claims and offsets.
+
+        Called on the consumer's thread just before it sends JoinGroup: the
+        worker's session lease starts following the coordinator's answers here
+        (see :mod:`streamjoin.faust.ownership`).
+        """
+        ownership = getattr(self.app.tables, "ownership", None)
+        if ownership is not None:
+            ownership.install()
         member = self._load_member()
         info = MemberInfo(
             id=member["id"],

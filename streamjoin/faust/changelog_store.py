@@ -1,5 +1,9 @@
 """Write fetched changelog records into a table's local store, one atomic batch at a time.
 
+Records pass the ownership fence first (:func:`streamjoin.restore.ownership.fence`):
+fence markers set the partition's current owner and are not applied, and a
+record another owner wrote after that marker (a zombie's late write) is skipped.
+
 For faust's RocksDB store on rocksdict (streamjoin's default) every call
 writes the records *and* the partition's changelog offset in a single
 rocksdict ``WriteBatch``, so local state and offset never diverge across a
@@ -15,6 +19,8 @@ import shutil
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from streamjoin.restore.ownership import OWNER_KEY, Owner, fence
+
 __all__ = ["ChangelogRecord", "StoreWriter", "writer_for"]
 
 logger = logging.getLogger(__name__)
@@ -28,6 +34,7 @@ class ChangelogRecord(Protocol):
     offset: int
     key: bytes | None
     value: bytes | None
+    headers: Any
 
 
 class StoreWriter(Protocol):
@@ -42,6 +49,23 @@ class StoreWriter(Protocol):
     def wipe(self, tp: Any) -> None:
         """Delete every key and the offset of partition *tp* from local state."""
 
+    def owner(self, tp: Any) -> Owner | None:
+        """The owner of the latest fence marker applied to *tp* (``None``: none)."""
+
+
+def _log_fenced(tp: Any, skipped: int, stale: int, first: int, last: int) -> None:
+    if skipped or stale:
+        logger.warning(
+            "changelog %s[%d]: skipped %d record(s) and %d stale fence marker(s) written "
+            "by a former owner after it lost the partition (offsets %d..%d)",
+            tp.topic,
+            tp.partition,
+            skipped,
+            stale,
+            first,
+            last,
+        )
+
 
 class RocksdictWriter:
     """Fast path for ``faust.stores.rocksdb.Store`` on the rocksdict driver."""
@@ -54,13 +78,20 @@ class RocksdictWriter:
         self._offset_key: bytes = store.offset_key
 
     def apply(self, tp: Any, records: Sequence[ChangelogRecord]) -> None:
-        """Put/delete *records* and the new offset in one WriteBatch."""
+        """Put/delete *records* (past the fence), the owner and the new offset
+        in one WriteBatch."""
         if not records:
             return
+        db = self._store._db_for_partition(tp.partition)
+        owner = Owner.decode(db.get(OWNER_KEY))
+        fenced = fence(owner, records)
+        _log_fenced(tp, fenced.skipped, fenced.stale_markers, records[0].offset, records[-1].offset)
         batch = self._batch_type(raw_mode=True)
         put = batch.put
         delete = batch.delete
-        for record in records:
+        if fenced.owner != owner and fenced.owner is not None:
+            put(OWNER_KEY, fenced.owner.encode())
+        for record in fenced.apply:
             key = record.key
             if key is None:
                 continue
@@ -70,12 +101,16 @@ class RocksdictWriter:
             else:
                 put(key, value)
         put(self._offset_key, str(records[-1].offset).encode())
-        self._store._db_for_partition(tp.partition).write(batch)
+        db.write(batch)
 
     def persisted_offset(self, tp: Any) -> int | None:
         """The offset stored next to the partition's data."""
         offset = self._store.persisted_offset(tp)
         return None if offset is None else int(offset)
+
+    def owner(self, tp: Any) -> Owner | None:
+        """The owner stored next to the partition's data."""
+        return Owner.decode(self._store._db_for_partition(tp.partition).get(OWNER_KEY))
 
     def wipe(self, tp: Any) -> None:
         """Close and destroy the partition's database; it reopens empty on next use."""
@@ -122,12 +157,18 @@ class TableWriter:
     def __init__(self, table: Any) -> None:
         self._table = table
         self._offsets: dict[Any, int] = {}
+        self._owners: dict[Any, Owner] = {}
 
     def apply(self, tp: Any, records: Sequence[ChangelogRecord]) -> None:
         """Apply through the table (the store decides how atomic it is)."""
         if not records:
             return
-        self._table.apply_changelog_batch([_Event(_Message(tp, r)) for r in records])
+        fenced = fence(self._owners.get(tp), records)
+        _log_fenced(tp, fenced.skipped, fenced.stale_markers, records[0].offset, records[-1].offset)
+        if fenced.owner is not None:
+            self._owners[tp] = fenced.owner
+        if fenced.apply:
+            self._table.apply_changelog_batch([_Event(_Message(tp, r)) for r in fenced.apply])
         self._offsets[tp] = records[-1].offset
 
     def persisted_offset(self, tp: Any) -> int | None:
@@ -137,9 +178,14 @@ class TableWriter:
             return self._offsets.get(tp)
         return int(offset)
 
+    def owner(self, tp: Any) -> Owner | None:
+        """The owner of the latest marker applied in this process."""
+        return self._owners.get(tp)
+
     def wipe(self, tp: Any) -> None:
         """Generic stores cannot drop a single partition: reset the whole store."""
         self._offsets.pop(tp, None)
+        self._owners.pop(tp, None)
         reset = getattr(self._table.data, "reset_state", None)
         if reset is not None:
             reset()

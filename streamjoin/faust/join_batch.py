@@ -14,6 +14,13 @@ this order and each only after the previous one returned:
    database in one write batch with the changelog offset reached, then the
    task's input records are acked (faust may commit their offsets).
 
+Every changelog record carries the task's owner token
+(:data:`~streamjoin.restore.ownership.OWNER_HEADER`): records a worker sends
+after it lost the task are skipped by whoever restores it. The operator checks
+before steps 1, 2 and 3 that the worker still owns the task (its session lease
+is valid, no rebalance began since the batch did, the token is current) and
+abandons the batch otherwise: nothing more is sent, written to RocksDB or acked.
+
 A changelog is a state only once it has the positions, and they are sent after
 the outputs are acknowledged: a crash before that leaves a changelog whose
 positions are the previous batch's, with any prefix of this batch's other
@@ -133,8 +140,9 @@ async def send_outputs_and_content(
     records: list[Record] = [(t, None, k, v, h) for t, k, v, h in outputs]
     for task in touched:
         content = task.state.content
+        headers = task.owner_headers
         records.extend(
-            (changelog_topic, task.partition, key, value, None)
+            (changelog_topic, task.partition, key, value, headers)
             for key, value in content[: task.positions_at]
         )
     return await acknowledged(await sender.send(records), changelog_topic)
@@ -149,8 +157,9 @@ async def send_positions(
     records: list[Record] = []
     for task in touched:
         content = task.state.content
+        headers = task.owner_headers
         records.extend(
-            (changelog_topic, task.partition, key, value, None)
+            (changelog_topic, task.partition, key, value, headers)
             for key, value in content[task.positions_at :]
         )
     reached = await acknowledged(await sender.send(records), changelog_topic)

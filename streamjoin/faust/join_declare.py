@@ -128,14 +128,17 @@ def declare_source(app: Any, left_topic: str, right_topic: str, partitions: int)
 
 
 def declare_state_table(app: Any, name: str, partitions: int) -> Any:
-    """The join's state table ``<name>-state`` (bytes to bytes, changelogged)."""
-    return app.Table(
+    """The join's state table ``<name>-state`` (bytes to bytes, changelogged,
+    fenced: see :mod:`streamjoin.restore.ownership`)."""
+    table = app.Table(
         f"{name}-state",
         partitions=partitions,
         key_type=bytes,
         value_type=bytes,
         help=f"state of join {name}",
     )
+    table.streamjoin_fenced = True
+    return table
 
 
 def declare_copartitioned(app: Any, topics: tuple[str, ...]) -> None:

@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from streamjoin.faust.join_tasks import JoinTask
+from streamjoin.faust.warmup_watch import request_rebalance
 
 __all__ = ["TaskLifecycle", "now_ms"]
 
@@ -36,7 +37,10 @@ class TaskLifecycle:
     _parked: dict[int, JoinTask]
     _assigned: frozenset[int]
     _revoking: bool
+    _epoch: int
     _buffered: int
+    _lapse_logged: bool
+    changelog_topic: str
     _lock: Any
     app: Any
     intake: Any
@@ -50,6 +54,83 @@ class TaskLifecycle:
     def _db(self, partition: int) -> Any:  # pragma: no cover - Join defines it
         raise NotImplementedError
 
+    def _waiting(self) -> int:  # pragma: no cover - Join defines it
+        raise NotImplementedError
+
+    # -- ownership: batches are made durable only by the tasks' owner ---------------
+
+    def _may_write(self) -> bool:
+        """Is the worker's session lease valid (logged once when it runs out)?"""
+        ownership = self._ownership()
+        if ownership is None or ownership.may_write():
+            self._lapse_logged = False
+            return True
+        if not self._lapse_logged:
+            self._lapse_logged = True
+            self.stats.lease_lapses += 1
+            logger.warning(
+                "join %s: the group session lease ran out (no heartbeat answered for "
+                "%.1f s); no batch runs until the coordinator answers again or the "
+                "worker has rejoined",
+                self.name,
+                ownership.lease.session_timeout - ownership.lease.margin,
+            )
+        return False
+
+    def _still_owner(self, epoch: int, touched: list[JoinTask]) -> bool:
+        """May the batch begun in *epoch* go on to its next durability step?
+
+        Not once a rebalance began (its tasks may move), the session lease ran
+        out (the group may have given them away) or a task's owner token is
+        no longer current. Then the batch is abandoned: nothing more of it is
+        sent, written to RocksDB or acked, and its tasks are dropped (they
+        open again from their restored state). What it sent already is a
+        prefix of a batch, as after a crash; what reaches the changelog after
+        another owner's fence marker is skipped by whoever restores it.
+        """
+        ownership = self._ownership()
+        if ownership is None:
+            return True
+        if self._epoch != epoch:
+            reason = "a rebalance began"
+        elif not ownership.may_write():
+            reason = "the group session lease ran out"
+        else:
+            topic = self.changelog_topic
+            lost = [t.partition for t in touched if ownership.token(topic, t.partition) != t.token]
+            if not lost:
+                return True
+            reason = f"task(s) {lost} are no longer owned here"
+        self._abandon(touched, reason)
+        if self._epoch == epoch:
+            request_rebalance(self.app)  # make sure of the membership: rejoin
+        return False
+
+    def _abandon(self, touched: list[JoinTask], reason: str) -> None:
+        """Drop the tasks of an abandoned batch: unacked, opened again from their state."""
+        for task in touched:
+            partition = task.partition
+            for tasks in (self._tasks, self._parked):
+                if tasks.get(partition) is task:
+                    del tasks[partition]
+            task.unacked_range.clear()
+            task.state.discard()
+            task.state.db = None
+        self._buffered = self._waiting()
+        self.stats.batches_abandoned += 1
+        logger.warning(
+            "join %s: batch abandoned before it was durable (%s): tasks %s are dropped "
+            "unacked and open again from their restored state",
+            self.name,
+            reason,
+            sorted(t.partition for t in touched),
+        )
+
+    def _ownership(self) -> Any:
+        """The worker's :class:`~streamjoin.faust.ownership.TaskOwnership` (``None``:
+        not streamjoin's table manager)."""
+        return getattr(self.app.tables, "ownership", None)
+
     def _open_ready_tasks(self) -> None:
         """Open (or resume) the task of every assigned partition whose tables are
         restored, without waiting for its next record: a task whose inputs saw
@@ -62,8 +143,18 @@ class TaskLifecycle:
             return
         done = ready()
         for partition in sorted(self._assigned):
-            if partition in done and partition not in self._tasks:
+            if partition in done and partition not in self._tasks and self._owned(partition):
                 self._task(partition)
+
+    def _token(self, partition: int) -> bytes | None:
+        """The owner token this worker writes *partition*'s changelog with."""
+        ownership = getattr(self.app.tables, "ownership", None)
+        return None if ownership is None else ownership.token(self.changelog_topic, partition)
+
+    def _owned(self, partition: int) -> bool:
+        """May this worker run *partition*'s task now (its changelog is fenced for it)?"""
+        ownership = getattr(self.app.tables, "ownership", None)
+        return ownership is None or self._token(partition) is not None
 
     def _task(self, partition: int) -> JoinTask:
         """The live task of *partition*: the one parked across the rebalance when
@@ -72,8 +163,13 @@ class TaskLifecycle:
         if task is not None:
             return task
         db = self._db(partition)
+        token = self._token(partition)
         parked = self._parked.pop(partition, None)
-        if parked is not None and parked.can_resume(db, self.table.data.offset_key):
+        if (
+            parked is not None
+            and parked.token == token
+            and parked.can_resume(db, self.table.data.offset_key)
+        ):
             parked.resume(now_ms())
             self.stats.tasks_kept += 1
             self._tasks[partition] = parked
@@ -84,6 +180,7 @@ class TaskLifecycle:
             parked.state.db = None
         started = time.monotonic()
         task = self._tasks[partition] = JoinTask(partition, self.policy, self.max_idle_ms)
+        task.own(token)
         task.open(db, now_ms())
         self.stats.tasks_opened += 1
         logger.info(
@@ -108,6 +205,7 @@ class TaskLifecycle:
         by :meth:`on_rebalance`. A batch already being made durable completes.
         """
         self._revoking = True
+        self._epoch += 1  # a batch in flight is not made durable past this point
         self._buffered = 0
         self.intake.reset()
         for partition in sorted(self._tasks):
@@ -130,8 +228,12 @@ class TaskLifecycle:
             closed = []
             for tasks in (self._parked, self._tasks):
                 # tasks opened since on_revoke and no longer ours are dropped the
-                # same way: unacked, read again elsewhere
-                for partition in sorted(set(tasks) - keep):
+                # same way: unacked, read again elsewhere. A task goes on only
+                # where this worker kept it without interruption (the same owner
+                # token): after a session loss, or a generation it missed,
+                # another worker may have run it meanwhile
+                gone = {p for p, t in tasks.items() if p not in keep or t.token != self._token(p)}
+                for partition in sorted(gone):
                     task = tasks.pop(partition)
                     self._buffered -= task.waiting
                     task.state.discard()

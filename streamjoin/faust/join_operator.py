@@ -179,6 +179,10 @@ class Join(TaskLifecycle):
         self._wake = asyncio.Event()
         #: seeks under way (inputs read again from a task's position)
         self._seeks: set[asyncio.Future[None]] = set()
+        #: bumped at every revoke: a batch begun before it is not made durable after it
+        self._epoch = 0
+        #: whether the lapse of the session lease was logged (once per lapse)
+        self._lapse_logged = False
         #: takes the join's records from faust's consumer (see join_intake)
         self.intake = Intake(
             self.app, self._sides, self._take, high_water=2 * self.batch_max,
@@ -279,6 +283,10 @@ class Join(TaskLifecycle):
     def _accept(self, topic: str, partition: int, records: Any) -> None:
         side = self._sides[topic]
         self.stats.received[side] += len(records)
+        if not self._owned(partition):
+            # not fenced for this worker (being taken over, or lost): never acked;
+            # once the task opens, its state's position sends the consumer back
+            return
         task = self._task(partition)
         offset = records[0].offset
         now = now_ms()
@@ -367,13 +375,23 @@ class Join(TaskLifecycle):
                 await self.app.crash(exc)
 
     async def _run_batch(self) -> None:
-        """Release and apply what every task can, then make it durable (see join_batch)."""
+        """Release and apply what every task can, then make it durable (see join_batch),
+        only while this worker owns the tasks (:meth:`_may_write`, :meth:`_still_owner`)."""
+        if not self._may_write():
+            return
+        epoch = self._epoch
         batch = self._release()
         if not batch.touched:
             return
         topic = self.changelog_topic
+        if not self._still_owner(epoch, batch.touched):
+            return
         last = await send_outputs_and_content(self._sender, batch.outputs, topic, batch.touched)
+        if not self._still_owner(epoch, batch.touched):
+            return
         last = await send_positions(self._sender, topic, batch.touched, last)
+        if not self._still_owner(epoch, batch.touched):
+            return
         commit_and_ack(batch.touched, self.table.data.offset_key, last, self._db, self.intake.ack)
         self.stats.batches += 1
 

@@ -43,6 +43,10 @@ class JoinStats:
     #: on after a rebalance without reopening
     tasks_opened: int = 0
     tasks_kept: int = 0
+    #: batches abandoned before they were durable (a rebalance began, the session
+    #: lease ran out or a task's owner token changed), and lapses of the lease
+    batches_abandoned: int = 0
+    lease_lapses: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready copy."""
@@ -59,6 +63,8 @@ class JoinStats:
             "gaps": self.gaps,
             "tasks_opened": self.tasks_opened,
             "tasks_kept": self.tasks_kept,
+            "batches_abandoned": self.batches_abandoned,
+            "lease_lapses": self.lease_lapses,
         }
 
 

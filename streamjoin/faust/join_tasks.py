@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from streamjoin.faust.batch_state import BatchState
+from streamjoin.faust.kafka.session import last_fetch_ms
 from streamjoin.join import keys
 from streamjoin.join.policy import (
     LEFT,
@@ -32,6 +33,7 @@ from streamjoin.join.policy import (
     JoinPolicy,
     TaskLogic,
 )
+from streamjoin.restore.ownership import OWNER_HEADER
 
 if TYPE_CHECKING:
     from streamjoin.faust.join_router import RecordRouter
@@ -106,6 +108,15 @@ class JoinTask:
         #: per side: (position read again from, times, wall ms until which
         #: records beyond it are dropped) -- see :meth:`rewind`
         self.rewinds: dict[str, tuple[int, int, int]] = {}
+        #: the owner token of the task's changelog partition this worker writes
+        #: with (see streamjoin.restore.ownership), and the headers carrying it
+        self.token: bytes | None = None
+        self.owner_headers: list[tuple[str, bytes]] | None = None
+
+    def own(self, token: bytes | None) -> None:
+        """Write the task's changelog records with owner *token* (``None``: unfenced)."""
+        self.token = token
+        self.owner_headers = None if token is None else [(OWNER_HEADER, token)]
 
     def open(self, db: Any, now_ms: int) -> None:
         """Load the task from its (restored) database and rebuild its indexes.
@@ -272,26 +283,48 @@ class JoinTask:
                 limit = 0
         return taken
 
-    def unread(self, consumer: Any, topics: Mapping[str, str]) -> dict[str, bool]:
-        """Per side: may the consumer still have records of this task to deliver?"""
+    def unread(
+        self, consumer: Any, topics: Mapping[str, str], fresh_after: Mapping[str, float]
+    ) -> dict[str, bool]:
+        """Per side: may the consumer still have records of this task to deliver?
+
+        Yes when its position is behind the fetch high watermark, and also when
+        the high watermark is older than *fresh_after* (monotonic ms): no
+        fetch response carried the partition since then (the process was
+        frozen, the fetcher starved or its connection stalled), so the broker
+        may well hold records the consumer does not know of.
+        """
         unread = {}
         for side in SIDES:
-            hw = highwater(consumer, topics[side], self.partition)
+            topic = topics[side]
+            hw = highwater(consumer, topic, self.partition)
             seen = self.next_seen[side]
-            unread[side] = hw is None or (hw > 0 if seen is None else seen < hw)
+            behind = hw is None or (hw > 0 if seen is None else seen < hw)
+            if not behind:
+                fetched = last_fetch_ms(consumer, topic, self.partition)
+                behind = fetched is None or fetched < fresh_after[side]
+            unread[side] = behind
         return unread
 
     def going_idle(self, now_ms: int, consumer: Any, topics: Mapping[str, str]) -> list[str]:
         """The inputs that became idle: caught up with their partition (position
-        at the fetch high watermark) and without a record for ``max_idle_ms``.
+        at the fetch high watermark, from a fetch answered at least
+        ``max_idle_ms`` after the input's last record and within the last
+        ``max_idle_ms``) and without a record for ``max_idle_ms``. An idle
+        input whose partition no fetch answered for within ``max_idle_ms`` is
+        active again (:meth:`wake`): the consumer's high watermark is stale.
 
         Records still in the inbox (beyond what a batch takes) are records:
         their input is not idle, and its silence starts again after them.
         """
         for side, _ in self.inbox:
             self.last_record_ms[side] = now_ms
+        # what the consumer knows of an input counts only if a fetch answered
+        # for it within the last max_idle_ms (and, to start an input's
+        # idleness, after it had been silent that long)
+        recent = now_ms - self.max_idle_ms
         if self.idle:
-            self.wake(self.unread(consumer, topics), now_ms)
+            self.wake(self.unread(consumer, topics, dict.fromkeys(SIDES, recent)), now_ms)
         silent = [
             side
             for side in SIDES
@@ -299,7 +332,8 @@ class JoinTask:
         ]
         if not silent:
             return []
-        unread = self.unread(consumer, topics)
+        after = {side: max(recent, self.last_record_ms[side] + self.max_idle_ms) for side in SIDES}
+        unread = self.unread(consumer, topics, after)
         return [side for side in silent if not unread[side]]
 
     def wake(self, unread: Mapping[str, bool], now_ms: int) -> list[str]:

@@ -25,7 +25,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import OffsetOutOfRangeError
@@ -121,6 +121,16 @@ def _new_restore_consumer(
     )
 
 
+class Marks(Protocol):
+    """Fence markers of the partitions taken over (see :mod:`streamjoin.faust.ownership`)."""
+
+    def needs_marker(self, tp: TP) -> bool:
+        """Must *tp* be fenced before its task starts?"""
+
+    async def mark(self, tp: TP) -> bool:
+        """Write *tp*'s marker and wait for it; ``False`` when the session went stale."""
+
+
 class ChangelogFetcher:
     """Reads changelog partitions with one restore consumer and applies them.
 
@@ -130,6 +140,8 @@ class ChangelogFetcher:
         settings: poll timeouts and the progress interval.
         stale: ``True`` once the session must stop (a newer rebalance, or
             the service stopping); checked before every fetch.
+        marks: the fence markers to write once a partition taken over is
+            restored to the end (``None``: none).
     """
 
     def __init__(
@@ -138,11 +150,13 @@ class ChangelogFetcher:
         book: ChangelogBook,
         settings: type[RestoreSettings],
         stale: Callable[[], bool],
+        marks: Marks | None = None,
     ) -> None:
         self._rc = rc
         self._book = book
         self._settings = settings
         self._stale = stale
+        self._marks = marks
 
     async def restore_actives(self, actives: set[TP], gate: TaskGate) -> bool:
         """Restore every active changelog partition; ``False`` if a rebalance interrupted."""
@@ -176,6 +190,12 @@ class ChangelogFetcher:
                 if hw is not None:
                     part.target = restore_target(hw, ends.get(ktp))
                 if is_caught_up(position, hw, ends.get(ktp)):
+                    if self._marks is not None and self._marks.needs_marker(ktps[ktp]):
+                        # taken over: fence it now that it is restored to the end,
+                        # then restore on up to the marker (see restore.ownership)
+                        if not await self._marks.mark(ktps[ktp]):
+                            return False
+                        continue
                     pending.discard(ktp)
                     rc.pause(ktp)
                     self._book.partition_restored(ktps[ktp], part, started)

@@ -55,6 +55,22 @@ __all__ = ["RestoreSettings", "Restorer"]
 logger = logging.getLogger("streamjoin.restore")
 
 
+class _Marks:
+    """Fence markers through the worker's ownership, naming the owner restored so far."""
+
+    def __init__(self, ownership: Any, book: ChangelogBook, stale: Any) -> None:
+        self._ownership = ownership
+        self._book = book
+        self._stale = stale
+
+    def needs_marker(self, tp: TP) -> bool:
+        return bool(self._ownership.needs_marker(tp))
+
+    async def mark(self, tp: TP) -> bool:
+        current = self._book.writer(tp).owner(tp)
+        return bool(await self._ownership.write_marker(tp, current, self._stale))
+
+
 class Restorer(Service):
     """Restores a worker's tables from their changelogs after every rebalance.
 
@@ -288,7 +304,12 @@ class Restorer(Service):
         return bool(getattr(self._book.table_for(tp), "is_global", False))
 
     def _fetcher(self, rc: Any, generation_id: int) -> ChangelogFetcher:
-        return ChangelogFetcher(rc, self._book, self.settings, lambda: self._stale(generation_id))
+        def stale() -> bool:
+            return self._stale(generation_id)
+
+        ownership = getattr(self.tables, "ownership", None)
+        marks = None if ownership is None else _Marks(ownership, self._book, stale)
+        return ChangelogFetcher(rc, self._book, self.settings, stale, marks)
 
     async def _on_actives_restored(self, actives: set[TP], standbys: set[TP]) -> None:
         app = self.app

@@ -18,6 +18,7 @@ from typing import Any
 
 from faust.tables.manager import TableManager as _FaustTableManager
 
+from streamjoin.faust.ownership import TaskOwnership
 from streamjoin.faust.restorer import Restorer
 
 logger = logging.getLogger(__name__)
@@ -37,6 +38,22 @@ class TableManager(_FaustTableManager):
                 self.app, self, beacon=self.beacon, loop=self.loop
             )
         return self._recovery  # type: ignore[return-value]
+
+    @property
+    def ownership(self) -> TaskOwnership:
+        """This worker's owner tokens of fenced changelogs and its session lease."""
+        owned = self.__dict__.get("_streamjoin_ownership")
+        if owned is None:
+            owned = self.__dict__["_streamjoin_ownership"] = TaskOwnership(self.app, self)
+        return owned
+
+    async def on_rebalance(
+        self, assigned: Any, revoked: Any, newly_assigned: Any, generation_id: int = 0
+    ) -> None:
+        """Decide which fenced partitions were kept without interruption, then
+        let faust's manager tell the tables (and joins) and the restorer."""
+        self.ownership.begin(generation_id)
+        await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
 
     def on_partitions_revoked(self, revoked: Any) -> None:
         """Stop restoring, and let every join drop what it holds but has not applied.

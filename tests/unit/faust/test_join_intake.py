@@ -254,11 +254,51 @@ def test_an_idle_input_whose_partition_grew_is_active_again(tmp_path: Path) -> N
 
 
 class _HighWater:
+    """faust's consumer as the join reads it: high watermarks, and (through its
+    consumer thread's aiokafka consumer) when a fetch last answered for a
+    partition, by default just now."""
+
     def __init__(self, ends: dict[str, int]) -> None:
         self.ends = ends
+        #: topic -> wall ms of the latest fetch response (absent: now)
+        self.fetched: dict[str, float] = {}
+        self._thread = self
 
     def highwater(self, tp: TP) -> int:
         return self.ends[tp.topic]
+
+    def _ensure_consumer(self) -> _HighWater:
+        return self
+
+    def last_poll_timestamp(self, tp: Any) -> float:
+        import time
+
+        return self.fetched.get(tp.topic, time.time() * 1000)
+
+
+def test_an_input_is_not_idle_on_a_high_watermark_no_recent_fetch_confirmed() -> None:
+    """A frozen process, a starved fetcher or a stalled connection leaves the
+    consumer's high watermark stale: the broker may hold records it does not
+    know of. Idleness needs a fetch answered since the input went silent."""
+    import time
+
+    task = _task()  # max_idle_ms 100
+    task.next_seen[LEFT] = task.next_seen[RIGHT] = 0
+    consumer = _HighWater({"imps": 0, "clicks": 0})
+    topics = {LEFT: "imps", RIGHT: "clicks"}
+    now = time.monotonic() * 1000
+    task.last_record_ms = {LEFT: int(now) - 5_000, RIGHT: int(now) - 5_000}
+    # the latest fetch answered 10 s ago (wall time): before the silence began
+    consumer.fetched = {"imps": time.time() * 1000 - 10_000, "clicks": time.time() * 1000}
+    assert task.going_idle(int(now), consumer, topics) == [RIGHT]
+    # a fetch answered now: the input is caught up and silent, idle
+    consumer.fetched = {}
+    assert task.going_idle(int(now), consumer, topics) == [LEFT, RIGHT]
+    task.idle.update((LEFT, RIGHT))
+    # no fetch answered for either within max_idle_ms: both active again, none idle
+    consumer.fetched = {"imps": time.time() * 1000 - 1_000, "clicks": time.time() * 1000 - 1_000}
+    assert task.going_idle(int(now), consumer, topics) == []
+    assert task.idle == set()
 
 
 def test_the_fetch_wait_is_shortened_never_lengthened() -> None:

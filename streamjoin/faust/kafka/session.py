@@ -1,0 +1,101 @@
+"""What the consumer knows of its group session and of its fetches, read from aiokafka.
+
+Private attributes used (faust-streaming 0.15.3, aiokafka 0.14.0):
+
+* ``faust.transport.drivers.aiokafka.Consumer._thread`` (the consumer thread)
+  and ``AIOKafkaConsumerThread._ensure_consumer()`` (its aiokafka consumer);
+* ``AIOKafkaConsumer._coordinator`` (the ``GroupCoordinator``) and its
+  ``_send_req(request)``, the one coroutine every group request (JoinGroup,
+  SyncGroup, Heartbeat, OffsetCommit, LeaveGroup) goes through, wrapped here
+  once per coordinator;
+* public: ``AIOKafkaConsumer.last_poll_timestamp(tp)`` (wall ms of the latest
+  fetch response that carried the partition).
+
+:func:`install_lease` renews a :class:`~streamjoin.membership.lease.SessionLease`
+with the send time of every JoinGroup, SyncGroup and Heartbeat the
+coordinator answered without error (a heartbeat answered "rebalance in
+progress" renews too: the coordinator keeps the member for the rebalance),
+and loses it when an answer says the member is unknown or its generation is
+not current.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from streamjoin.membership.lease import SessionLease
+
+__all__ = ["aiokafka_consumer", "install_lease", "last_fetch_ms"]
+
+logger = logging.getLogger(__name__)
+
+#: request classes whose answer renews the session (aiokafka's class names)
+_RENEWING = ("JoinGroupRequest", "SyncGroupRequest", "HeartbeatRequest")
+#: error codes: none, rebalance in progress (the member stays in the group)
+_RENEWED = (0, 27)
+#: error codes saying the member's session or generation is gone: illegal
+#: generation, unknown member id, fenced instance id
+_GONE = (22, 25, 82)
+
+
+def aiokafka_consumer(consumer: Any) -> Any:
+    """The aiokafka consumer behind faust's *consumer*, ``None`` when there is none yet."""
+    thread = getattr(consumer, "_thread", None)
+    if thread is None:
+        return None
+    try:
+        return thread._ensure_consumer()
+    except Exception:  # not started yet
+        return None
+
+
+def install_lease(aio: Any, lease: SessionLease) -> bool:
+    """Make *aio*'s group coordinator keep *lease*; returns whether it was wrapped now."""
+    coordinator = getattr(aio, "_coordinator", None)
+    if coordinator is None or getattr(coordinator, "_streamjoin_lease", None) is lease:
+        return False
+    original = coordinator._send_req
+
+    async def _send_req(request: Any) -> Any:
+        sent = time.monotonic()
+        response = await original(request)
+        name = type(request).__name__
+        if name.startswith(_RENEWING):
+            code = getattr(response, "error_code", None)
+            if code in _RENEWED:
+                lease.renew(sent)
+            elif code in _GONE:
+                lease.lose(time.monotonic())
+                logger.warning(
+                    "group session: the coordinator answered %s with error %s; "
+                    "this worker writes nothing for its tasks until it has rejoined",
+                    name,
+                    code,
+                )
+        return response
+
+    coordinator._send_req = _send_req
+    coordinator._streamjoin_lease = lease
+    # the member is joining now (the assignor asks for its metadata in the join):
+    # its JoinGroup renews the lease once answered
+    return True
+
+
+def last_fetch_ms(consumer: Any, topic: str, partition: int) -> float | None:
+    """Monotonic ms of the latest fetch response carrying ``topic[partition]``
+    (``None``: none since it was assigned)."""
+    from aiokafka.structs import TopicPartition
+
+    aio = aiokafka_consumer(consumer)
+    if aio is None:
+        return None
+    try:
+        stamp = aio.last_poll_timestamp(TopicPartition(topic, partition))
+    except Exception:  # not assigned (any more)
+        return None
+    if stamp is None:
+        return None
+    # aiokafka stamps wall time; idleness counts in monotonic time
+    return time.monotonic() * 1000 - (time.time() * 1000 - float(stamp))

@@ -1,0 +1,40 @@
+"""The session lease: a member writes only while the coordinator cannot have expired it."""
+
+from __future__ import annotations
+
+import pytest
+
+from streamjoin.membership.lease import SessionLease
+
+
+def test_a_lease_runs_from_the_send_time_of_the_latest_renewal() -> None:
+    lease = SessionLease(6.0, margin=2.0)
+    assert not lease.valid(0.0)  # never renewed: not a member yet
+    lease.renew(10.0)
+    assert lease.valid(13.9) and not lease.valid(14.0)
+    lease.renew(9.0)  # an older request answered late renews nothing
+    assert lease.expires_at() == 14.0
+    lease.renew(12.5)
+    assert lease.valid(16.4) and not lease.valid(16.5)
+
+
+def test_a_frozen_member_finds_its_lease_run_out_when_it_thaws() -> None:
+    lease = SessionLease(6.0)
+    lease.renew(100.0)
+    # SIGSTOPped at 100.2 for 15 s: the first thing it checks after SIGCONT
+    assert not lease.valid(115.2)
+
+
+def test_a_loss_ends_the_lease_until_a_new_renewal_and_is_counted() -> None:
+    lease = SessionLease(6.0)
+    lease.renew(1.0)
+    lease.lose(2.0)
+    assert not lease.valid(2.0) and lease.losses == 1
+    lease.renew(3.0)
+    assert lease.valid(4.0) and lease.losses == 1
+
+
+def test_the_margin_is_at_most_a_third_of_the_session() -> None:
+    assert SessionLease(3.0, margin=2.0).margin == 1.0
+    with pytest.raises(ValueError, match="session_timeout must be positive"):
+        SessionLease(0)
