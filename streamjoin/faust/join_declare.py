@@ -161,6 +161,8 @@ def hook_rebalance(join: Join) -> None:
         await original(assigned, revoked, newly_assigned, generation_id)
 
     table.on_rebalance = on_rebalance
+    # a clean handover: the member rejoins once the batch in flight is durable
+    join.app.on_partitions_revoked.connect(join.on_revoked)
 
 
 def _topic_name(topic: Any) -> str:

@@ -12,6 +12,7 @@ go idle.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Any
@@ -19,7 +20,10 @@ from typing import Any
 from streamjoin.faust.join_tasks import JoinTask
 from streamjoin.faust.warmup_watch import request_rebalance
 
-__all__ = ["TaskLifecycle", "now_ms"]
+__all__ = ["HANDOVER_SHARE", "TaskLifecycle", "now_ms"]
+
+#: share of the session timeout a revoke waits for the batch in flight
+HANDOVER_SHARE = 0.5
 
 logger = logging.getLogger("streamjoin.faust.join_operator")
 
@@ -92,7 +96,7 @@ class TaskLifecycle:
         if ownership is None:
             return True
         if self._epoch != epoch:
-            reason = "a rebalance began"
+            reason = "the handover of its tasks did not wait for it"
         elif not ownership.may_write():
             reason = "the group session lease ran out"
         else:
@@ -205,13 +209,35 @@ class TaskLifecycle:
         by :meth:`on_rebalance`. A batch already being made durable completes.
         """
         self._revoking = True
-        self._epoch += 1  # a batch in flight is not made durable past this point
         self._buffered = 0
         self.intake.reset()
         for partition in sorted(self._tasks):
             self._tasks[partition].park()
         self._parked.update(self._tasks)
         self._tasks.clear()
+
+    async def on_revoked(self, *_: Any, **__: Any) -> None:
+        """faust's ``on_partitions_revoked`` signal: a clean handover.
+
+        Waits until the batch being made durable is (its records acknowledged,
+        RocksDB written, its input acked), so that the member rejoins (and the
+        tasks' next owners restore) only after every write of it is on the
+        broker. A batch that is not durable within the handover bound is
+        abandoned at its next step instead (see :meth:`_still_owner`).
+        """
+        bound = HANDOVER_SHARE * float(self.app.conf.broker_session_timeout)
+        try:
+            await asyncio.wait_for(self._lock.acquire(), bound)
+        except TimeoutError:
+            self._epoch += 1
+            logger.warning(
+                "join %s: the batch in flight is not durable after %.1f s; it is "
+                "abandoned, the partitions are handed over without it",
+                self.name,
+                bound,
+            )
+            return
+        self._lock.release()
 
     async def on_rebalance(self, assigned: set[Any]) -> None:
         """The new assignment is known: close the tasks that left, accept records again.

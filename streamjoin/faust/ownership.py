@@ -25,7 +25,7 @@ import os
 import time
 from typing import Any
 
-from streamjoin.faust.kafka.session import aiokafka_consumer, install_lease
+from streamjoin.faust.kafka.session import app_aiokafka_consumer, install_lease
 from streamjoin.membership.lease import SessionLease
 from streamjoin.restore.ownership import FENCE_HEADER, Owner, Ownership, fence_key, first_owner
 
@@ -58,7 +58,7 @@ class TaskOwnership:
     def install(self) -> None:
         """Keep the lease from the group coordinator's answers (call on the consumer's
         thread, before the member joins: the assignor's ``metadata`` does)."""
-        aio = aiokafka_consumer(self.app.consumer)
+        aio = app_aiokafka_consumer(self.app)
         if aio is not None and install_lease(aio, self.lease):
             logger.info(
                 "group session lease installed (session %.1f s, writes stop %.1f s "

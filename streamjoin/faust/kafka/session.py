@@ -2,8 +2,10 @@
 
 Private attributes used (faust-streaming 0.15.3, aiokafka 0.14.0):
 
+* ``faust.App._consumer`` (the app's consumer, once created: the ``consumer``
+  property would create one);
 * ``faust.transport.drivers.aiokafka.Consumer._thread`` (the consumer thread)
-  and ``AIOKafkaConsumerThread._ensure_consumer()`` (its aiokafka consumer);
+  and ``AIOKafkaConsumerThread._consumer`` (its aiokafka consumer, once created);
 * ``AIOKafkaConsumer._coordinator`` (the ``GroupCoordinator``) and its
   ``_send_req(request)``, the one coroutine every group request (JoinGroup,
   SyncGroup, Heartbeat, OffsetCommit, LeaveGroup) goes through, wrapped here
@@ -27,7 +29,7 @@ from typing import Any
 
 from streamjoin.membership.lease import SessionLease
 
-__all__ = ["aiokafka_consumer", "install_lease", "last_fetch_ms"]
+__all__ = ["aiokafka_consumer", "app_aiokafka_consumer", "install_lease", "last_fetch_ms"]
 
 logger = logging.getLogger(__name__)
 
@@ -41,14 +43,16 @@ _GONE = (22, 25, 82)
 
 
 def aiokafka_consumer(consumer: Any) -> Any:
-    """The aiokafka consumer behind faust's *consumer*, ``None`` when there is none yet."""
+    """The aiokafka consumer behind faust's *consumer*, ``None`` when there is none yet
+    (never created here: that opens connections)."""
     thread = getattr(consumer, "_thread", None)
-    if thread is None:
-        return None
-    try:
-        return thread._ensure_consumer()
-    except Exception:  # not started yet
-        return None
+    return getattr(thread, "_consumer", None)
+
+
+def app_aiokafka_consumer(app: Any) -> Any:
+    """The aiokafka consumer of *app*, ``None`` when the app has not created it yet."""
+    consumer = getattr(app, "_consumer", None)
+    return None if consumer is None else aiokafka_consumer(consumer)
 
 
 def install_lease(aio: Any, lease: SessionLease) -> bool:

@@ -5,6 +5,8 @@ Environment:
     SJ_TEST_PARTITIONS: partitions of the source topic and the table.
     SJ_TEST_RESTORE_FETCH_BYTES: shrink the restore consumer's fetches (slow restore).
     SJ_TEST_PLAIN_FAUST: use faust.App with TableManager="streamjoin:TableManager".
+    SJ_TEST_FENCED: make the table fenced as a join's state table is (owner
+        markers and tokens in its changelog, see streamjoin.restore.ownership).
 
 It records, under its data directory:
     first_processed.jsonl: per partition, the first record processed by this
@@ -79,6 +81,9 @@ latest = app.Table(
     key_type=str,
     value_type=int,
 )
+
+if os.environ.get("SJ_TEST_FENCED"):
+    latest.streamjoin_fenced = True  # type: ignore[attr-defined]
 
 _first_seen: set[int] = set()
 

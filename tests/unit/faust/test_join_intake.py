@@ -263,12 +263,10 @@ class _HighWater:
         #: topic -> wall ms of the latest fetch response (absent: now)
         self.fetched: dict[str, float] = {}
         self._thread = self
+        self._consumer = self
 
     def highwater(self, tp: TP) -> int:
         return self.ends[tp.topic]
-
-    def _ensure_consumer(self) -> _HighWater:
-        return self
 
     def last_poll_timestamp(self, tp: Any) -> float:
         import time
