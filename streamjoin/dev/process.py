@@ -142,6 +142,8 @@ class WorkerProcess:
         if process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, sig)
+                if sig != signal.SIGKILL:
+                    os.killpg(process.pid, signal.SIGCONT)  # a frozen worker must run to stop
             try:
                 process.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
@@ -149,6 +151,24 @@ class WorkerProcess:
                     os.killpg(process.pid, signal.SIGKILL)
                 process.wait(timeout=timeout)
         return process.returncode
+
+    def freeze(self) -> None:
+        """SIGSTOP the worker's process group: a frozen machine, a long GC pause.
+
+        The worker keeps its sockets and its place in the group until its
+        session times out; :meth:`thaw` lets it run on from where it stopped.
+        """
+        self._signal_group(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """SIGCONT the worker's process group (after :meth:`freeze`)."""
+        self._signal_group(signal.SIGCONT)
+
+    def _signal_group(self, sig: int) -> None:
+        process = self.process
+        if process is None or process.poll() is not None:
+            raise RuntimeError(f"worker {self.log_path.name} is not running")
+        os.killpg(process.pid, sig)
 
     def stop(self, timeout: float = 20.0) -> int | None:
         """Graceful stop (SIGTERM), SIGKILL after *timeout*."""

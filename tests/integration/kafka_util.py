@@ -133,6 +133,16 @@ async def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, 
         await consumer.stop()
 
 
+async def topic_names(bootstrap: str) -> set[str]:
+    """The topics the broker has (asks for all of them: creates none)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        return set(await consumer.topics())
+    finally:
+        await consumer.stop()
+
+
 async def replay_changelog(
     bootstrap: str, topic: str, partitions: int, timeout: float = 60.0
 ) -> tuple[dict[int, dict[bytes, bytes]], dict[int, int]]:

@@ -1,0 +1,85 @@
+"""A worker frozen past its session and thawed loses, doubles and mis-bills no click.
+
+The example's run (8 partitions, two workers with a standby each, the paced
+generator, grace 10 s) while the workers' process groups are SIGSTOPped and
+SIGCONTed: past the session timeout (6 s: the group gives the frozen worker's
+tasks to the other one, and the thawed worker is a zombie until it rejoins),
+shorter than it (its high watermarks are stale when it thaws), and one worker
+right after the other (during the rebalance the first thaw starts). Every
+decided click gets exactly one distinct outcome, the reference's; no valid
+record is dead-lettered; both workers run on.
+
+``SJ_FREEZE_SEED`` draws another schedule of freezes (lengths, workers,
+gaps) from that seed: ``make test-faults`` loops over seeds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import re
+import time
+from pathlib import Path
+
+import pytest
+from paced_ads import PacedAds
+from test_join_workers import _check_against_reference
+
+from streamjoin.dev.broker import EmbeddedBroker
+
+pytestmark = [pytest.mark.broker, pytest.mark.slow]
+
+#: seconds of traffic the freezes fall into (the generator runs about 60 s)
+SPAN = 48.0
+#: (worker, seconds before, seconds frozen) of the default schedule
+DEFAULT = [(1, 4.0, 12.0), (0, 4.0, 3.0), (0, 3.0, 9.0), (1, 0.5, 7.0), (0, 4.0, 15.0)]
+
+
+def schedule(seed: int) -> list[tuple[int, float, float]]:
+    """The freezes of run *seed* (seed 0: the default schedule)."""
+    if seed == 0:
+        return DEFAULT
+    rng = random.Random(seed)
+    out, spent = [], 0.0
+    while spent < SPAN:
+        step = (rng.randrange(2), rng.choice([0.3, 1.0, 2.5, 4.0]), rng.choice([2, 3, 5, 8, 12, 15]))
+        out.append((step[0], step[1], float(step[2])))
+        spent += step[1] + step[2]
+    return out
+
+
+def test_workers_frozen_past_their_session_and_thawed_lose_and_misbill_no_click(
+    broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    seed = int(os.environ.get("SJ_FREEZE_SEED", "0"))
+    digest = hashlib.sha1(f"{tmp_path}{time.time()}".encode()).hexdigest()[:8]
+    ads = PacedAds(broker, tmp_path, f"ads-frozen-{seed}-{digest}")
+    try:
+        # the generator creates the topics (8 partitions) before any worker starts
+        ads.start_generator(seed=12 + seed, duration=1200, rate=4, speed=20)
+        workers = [ads.worker("f1"), ads.worker("f2")]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.wait_for_log(r"Worker\]: Ready", timeout=90)
+        time.sleep(3)
+        for who, before, frozen in schedule(seed):
+            time.sleep(before)
+            workers[who].freeze()
+            time.sleep(frozen)
+            workers[who].thaw()
+        ads.wait_generator(timeout=180)
+        reference, malformed = ads.reference()
+        outcomes = ads.wait_for_outcomes(reference, timeout=240)
+        _check_against_reference(outcomes, reference)
+        valid_dead_lettered = ads.dead_letter_sources() - malformed
+        assert valid_dead_lettered == set(), f"{len(valid_dead_lettered)} valid records"
+        assert len(reference) > 500
+        assert all(worker.running() for worker in workers)
+        logs = "\n".join(worker.log_text() for worker in workers)
+        # the fence was tried: a thawed worker found its lease run out
+        assert re.search(r"group session lease ran out|batch abandoned", logs)
+        assert "never applied" not in logs
+    finally:
+        ads.stop()
