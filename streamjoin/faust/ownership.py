@@ -103,24 +103,45 @@ class TaskOwnership:
 
         return self.book.token(TP(topic, partition))
 
-    def needs_marker(self, tp: Any) -> bool:
-        """Is *tp* taken over here, its marker still to be written?"""
-        return self.book.needs_marker(tp)
+    def needs_marker(self, tp: Any, current: Owner | None) -> bool:
+        """Must *tp* (restored to the end: *current* is the owner its log names
+        now) be fenced (again) before its task starts?
 
-    async def write_marker(self, tp: Any, current: Owner | None, stale: Any) -> bool:
-        """Write *tp*'s fence marker (restored to the end: *current* is the owner
-        it names now) and wait for its acknowledgement.
-
-        Waits for a valid lease first: a worker thawed after its session
-        expired writes no marker (its rebalance is stale). Returns ``False``
-        when *stale()* became true meanwhile.
+        Once the owner restored is the one this worker's marker names, the
+        token is this worker's and no marker is needed. A marker of another
+        worker that landed between the end this worker restored to and its own
+        marker (a takeover held back in a frozen worker's buffers) may carry the
+        same epoch and win: then this worker marks again, one epoch above.
         """
         token = self.book.pending.get(tp)
         if token is None:
-            return True
+            return False
+        if current is not None and current.token == token:
+            self.book.marked(tp)
+            logger.info(
+                "ownership: %s[%d] fenced at epoch %d (owner %s)",
+                tp.topic,
+                tp.partition,
+                current.epoch,
+                token.hex(),
+            )
+            return False
+        return True
+
+    async def write_marker(self, tp: Any, current: Owner | None, stale: Any) -> int | None:
+        """Write *tp*'s fence marker (restored to the end: *current* is the owner
+        it names now) and wait for its acknowledgement; the restore goes on up
+        to it, and the token is this worker's once the restored owner is it
+        (:meth:`needs_marker`).
+
+        Waits for a valid lease first: a worker thawed after its session
+        expired writes no marker (its rebalance is stale). Returns the
+        marker's offset, ``None`` when *stale()* became true meanwhile.
+        """
+        token = self.book.pending[tp]
         while not self.may_write():
             if stale():
-                return False
+                return None
             await asyncio.sleep(_LEASE_POLL)
         owner = first_owner(token) if current is None else current.successor(token)
         value = (
@@ -130,15 +151,5 @@ class TaskOwnership:
         fut = await self.app.producer.send(
             tp.topic, fence_key(token), value, tp.partition, None, [(FENCE_HEADER, owner.encode())]
         )
-        await fut
-        if stale():
-            return False
-        self.book.marked(tp)
-        logger.info(
-            "ownership: %s[%d] fenced at epoch %d (owner %s)",
-            tp.topic,
-            tp.partition,
-            owner.epoch,
-            token.hex(),
-        )
-        return True
+        meta = await fut
+        return None if stale() else int(meta.offset)

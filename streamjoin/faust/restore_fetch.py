@@ -127,8 +127,9 @@ class Marks(Protocol):
     def needs_marker(self, tp: TP) -> bool:
         """Must *tp* be fenced before its task starts?"""
 
-    async def mark(self, tp: TP) -> bool:
-        """Write *tp*'s marker and wait for it; ``False`` when the session went stale."""
+    async def mark(self, tp: TP) -> int | None:
+        """Write *tp*'s marker and wait for it; returns its offset (``None``: the
+        session went stale)."""
 
 
 class ChangelogFetcher:
@@ -170,6 +171,8 @@ class ChangelogFetcher:
             k: PartitionProgress(k, starts[k], starts[k], target=ends.get(k)) for k in pending
         }
         started = time.monotonic()
+        #: offset of the fence marker written for a partition: restored past it first
+        marked: dict[TopicPartition, int] = {}
         reporter = ProgressReporter(logger, interval=self._settings.progress_interval)
         logger.info(
             "restoring %d changelog partition(s) of %d table(s)",
@@ -189,12 +192,14 @@ class ChangelogFetcher:
                 part.position = position
                 if hw is not None:
                     part.target = restore_target(hw, ends.get(ktp))
-                if is_caught_up(position, hw, ends.get(ktp)):
+                if is_caught_up(position, hw, ends.get(ktp)) and position > marked.get(ktp, -1):
                     if self._marks is not None and self._marks.needs_marker(ktps[ktp]):
                         # taken over: fence it now that it is restored to the end,
-                        # then restore on up to the marker (see restore.ownership)
-                        if not await self._marks.mark(ktps[ktp]):
+                        # then restore on past the marker (see restore.ownership)
+                        offset = await self._marks.mark(ktps[ktp])
+                        if offset is None:
                             return False
+                        marked[ktp] = offset
                         continue
                     pending.discard(ktp)
                     rc.pause(ktp)

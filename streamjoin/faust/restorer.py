@@ -64,11 +64,12 @@ class _Marks:
         self._stale = stale
 
     def needs_marker(self, tp: TP) -> bool:
-        return bool(self._ownership.needs_marker(tp))
+        return bool(self._ownership.needs_marker(tp, self._book.writer(tp).owner(tp)))
 
-    async def mark(self, tp: TP) -> bool:
+    async def mark(self, tp: TP) -> int | None:
         current = self._book.writer(tp).owner(tp)
-        return bool(await self._ownership.write_marker(tp, current, self._stale))
+        offset: int | None = await self._ownership.write_marker(tp, current, self._stale)
+        return offset
 
 
 class Restorer(Service):

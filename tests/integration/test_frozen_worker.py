@@ -43,7 +43,11 @@ def schedule(seed: int) -> list[tuple[int, float, float]]:
     rng = random.Random(seed)
     out, spent = [], 0.0
     while spent < SPAN:
-        step = (rng.randrange(2), rng.choice([0.3, 1.0, 2.5, 4.0]), rng.choice([2, 3, 5, 8, 12, 15]))
+        step = (
+            rng.randrange(2),
+            rng.choice([0.3, 1.0, 2.5, 4.0]),
+            rng.choice([2, 3, 5, 8, 12, 15]),
+        )
         out.append((step[0], step[1], float(step[2])))
         spent += step[1] + step[2]
     return out

@@ -85,20 +85,30 @@ def test_restoring_the_log_gives_the_live_owners_state_whatever_zombies_wrote(
         if action == "hold_marker":
             hold_next_marker = True
         elif action == "take_over":
-            state, current = restore(log)
-            token = n.to_bytes(4, "big") + b"tk"
-            owner = first_owner(token) if current is None else current.successor(token)
-            member = Member(token, state)
             if hold_next_marker and live is not None:
                 # the previous owner froze with a marker of a takeover held back in
-                # its buffers: it had restored no more than its successor did, so
+                # its buffers: it had restored no more than its successor does, so
                 # the marker's epoch is at most the successor's (a tie here)
-                stale = Owner(live.token, owner.epoch)
-                live.held.append(marker(stale))
+                current = restore(log)[1]
+                epoch = 1 if current is None else current.epoch + 1
+                live.held.append(marker(Owner(live.token, epoch)))
             hold_next_marker = False
-            log.append(marker(owner))
-            # the new owner restores on up to its marker: nothing else landed between
-            member.state, _ = restore(log)
+            state, current = restore(log)
+            token = n.to_bytes(4, "big") + b"tk"
+            if key % 2:  # held records land between its restore and its marker
+                for member in owners:
+                    log.extend(member.held)
+                    member.held.clear()
+            # the protocol: mark one epoch above what was restored, restore on up
+            # to the marker, and mark again until the log names this owner
+            while True:
+                log.append(
+                    marker(first_owner(token) if current is None else current.successor(token))
+                )
+                state, current = restore(log)
+                if current is not None and current.token == token:
+                    break
+            member = Member(token, state)
             owners.append(member)
             live = member
         elif action == "write" and live is not None:
