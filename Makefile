@@ -11,7 +11,7 @@ PURE := streamjoin/assignment streamjoin/membership streamjoin/join streamjoin/r
 	streamjoin/ads/attribution.py streamjoin/ads/keys.py streamjoin/ads/topics.py \
 	streamjoin/ads/generator/core.py streamjoin/ads/generator/config.py
 
-.PHONY: test demo lint typecheck unit bench bench-restore bench-join bench-rebalance clean test-faust-compat
+.PHONY: test demo lint typecheck unit bench bench-restore bench-join bench-rebalance clean test-faust-compat test-faults
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,16 @@ unit: $(STAMP)
 # fails when a test passes with faust's classes and not with ours. Also run by `make test`.
 test-faust-compat: $(STAMP)
 	$(BIN)/python tests/faust_compat/faust_compat_run.py
+
+# the frozen-worker test again and again, each run with its own schedule of freezes
+# (FREEZE_SEEDS: the seeds; it stops at the first failure and names its seed)
+FREEZE_SEEDS ?= 1 2 3 4 5 6 7 8 9 10
+test-faults: $(STAMP)
+	@for seed in $(FREEZE_SEEDS); do \
+		echo "frozen-worker run, seed $$seed"; \
+		SJ_FREEZE_SEED=$$seed $(BIN)/pytest -q tests/integration/test_frozen_worker.py \
+			|| { echo "failed with SJ_FREEZE_SEED=$$seed"; exit 1; }; \
+	done
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/assignor.py
