@@ -19,7 +19,15 @@ import shutil
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from streamjoin.restore.ownership import OWNER_KEY, Owner, fence
+from streamjoin.restore.ownership import (
+    APPLY,
+    OWNER_KEY,
+    SKIP,
+    STALE_MARKER,
+    Owner,
+    fence,
+    judge,
+)
 
 __all__ = ["ChangelogRecord", "StoreWriter", "writer_for"]
 
@@ -83,16 +91,20 @@ class RocksdictWriter:
         if not records:
             return
         db = self._store._db_for_partition(tp.partition)
-        owner = Owner.decode(db.get(OWNER_KEY))
-        fenced = fence(owner, records)
-        _log_fenced(tp, fenced.skipped, fenced.stale_markers, records[0].offset, records[-1].offset)
+        owner = first = Owner.decode(db.get(OWNER_KEY))
+        skipped = stale = 0
         batch = self._batch_type(raw_mode=True)
         put = batch.put
         delete = batch.delete
-        if fenced.owner != owner and fenced.owner is not None:
-            put(OWNER_KEY, fenced.owner.encode())
-        for record in fenced.apply:
+        for record in records:
             key = record.key
+            headers = record.headers
+            if headers:  # the ownership fence (one pass with the writes: restores are hot)
+                verdict, owner = judge(owner, headers)
+                if verdict != APPLY:
+                    skipped += verdict == SKIP
+                    stale += verdict == STALE_MARKER
+                    continue
             if key is None:
                 continue
             value = record.value
@@ -100,6 +112,9 @@ class RocksdictWriter:
                 delete(key)
             else:
                 put(key, value)
+        if owner is not None and owner != first:
+            put(OWNER_KEY, owner.encode())
+        _log_fenced(tp, skipped, stale, records[0].offset, records[-1].offset)
         put(self._offset_key, str(records[-1].offset).encode())
         db.write(batch)
 

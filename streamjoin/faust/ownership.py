@@ -83,6 +83,9 @@ class TaskOwnership:
 
     def begin(self, generation_id: int) -> None:
         """A new assignment: keep the tokens of partitions owned without interruption."""
+        # an app with another assignor than streamjoin's: the lease follows from
+        # here on (renewed by the next heartbeat, within a second)
+        self.install()
         fenced = self.fenced_topics()
         read = getattr(self.app.assignor, "assigned_actives", None)
         actives = read() if read is not None else set()

@@ -43,10 +43,14 @@ from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
 __all__ = [
+    "APPLY",
     "FENCE_HEADER",
     "FENCE_KEY_PREFIX",
+    "MARKER",
     "OWNER_HEADER",
     "OWNER_KEY",
+    "SKIP",
+    "STALE_MARKER",
     "Fenced",
     "Owner",
     "Ownership",
@@ -54,6 +58,7 @@ __all__ = [
     "fence_key",
     "first_owner",
     "header",
+    "judge",
 ]
 
 #: header of every record a fenced writer sends: its token
@@ -135,31 +140,48 @@ class Fenced(Generic[R]):
     stale_markers: int
 
 
-def fence(owner: Owner | None, records: Sequence[R]) -> Fenced[R]:
-    """Apply the ownership rule to *records* (one partition, offset order).
+#: what :func:`judge` says of one record
+APPLY, SKIP, MARKER, STALE_MARKER = 0, 1, 2, 3
 
-    *owner* is the owner of the latest marker applied before them (``None``:
-    none known). A marker whose epoch is above the current owner's makes its
-    owner current; no marker is applied to the data. A record whose owner
-    header names another token than the current owner's is skipped; every
-    other record is applied.
+
+def judge(owner: Owner | None, headers: Sequence[tuple[str, bytes]]) -> tuple[int, Owner | None]:
+    """The ownership rule for one record with *headers* (not empty), read when
+    *owner* is current: ``(verdict, owner after it)``.
+
+    A marker whose epoch is above the current owner's makes its owner current
+    (:data:`MARKER`), any other is :data:`STALE_MARKER`; neither is applied to
+    the data. A record whose owner header names another token than the
+    current owner's is :data:`SKIP`; every other record is :data:`APPLY`.
     """
+    marker = writer = None
+    for name, value in headers:
+        if name == FENCE_HEADER:
+            marker = value
+        elif name == OWNER_HEADER:
+            writer = value
+    if marker is not None:
+        named = Owner.decode(marker)
+        if named is not None and (owner is None or named.epoch > owner.epoch):
+            return MARKER, named
+        return STALE_MARKER, owner
+    if writer is not None and owner is not None and writer != owner.token:
+        return SKIP, owner
+    return APPLY, owner
+
+
+def fence(owner: Owner | None, records: Sequence[R]) -> Fenced[R]:
+    """Apply the ownership rule (:func:`judge`) to *records* (one partition,
+    offset order); *owner* is the owner of the latest marker applied before
+    them (``None``: none known)."""
     keep: list[R] = []
     skipped = stale = 0
     for record in records:
         headers = record.headers
         if headers:
-            marker = header(record, FENCE_HEADER)
-            if marker is not None:
-                named = Owner.decode(marker)
-                if named is not None and (owner is None or named.epoch > owner.epoch):
-                    owner = named
-                else:
-                    stale += 1
-                continue
-            writer = header(record, OWNER_HEADER)
-            if writer is not None and owner is not None and writer != owner.token:
-                skipped += 1
+            verdict, owner = judge(owner, headers)
+            if verdict != APPLY:
+                skipped += verdict == SKIP
+                stale += verdict == STALE_MARKER
                 continue
         keep.append(record)
     return Fenced(keep, owner, skipped, stale)

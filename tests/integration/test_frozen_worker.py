@@ -7,7 +7,8 @@ tasks to the other one, and the thawed worker is a zombie until it rejoins),
 shorter than it (its high watermarks are stale when it thaws), and one worker
 right after the other (during the rebalance the first thaw starts). Every
 decided click gets exactly one distinct outcome, the reference's; no valid
-record is dead-lettered; both workers run on.
+record is dead-lettered; both workers run on; and every worker's RocksDB copy
+of every task is its changelog restored through the fence.
 
 ``SJ_FREEZE_SEED`` draws another schedule of freezes (lengths, workers,
 gaps) from that seed: ``make test-faults`` loops over seeds.
@@ -21,12 +22,17 @@ import random
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from kafka_util import read_rocksdb, read_topics, run
 from paced_ads import PacedAds
 from test_join_workers import _check_against_reference
 
+from streamjoin.ads.keys import DUE, EXPIRY
 from streamjoin.dev.broker import EmbeddedBroker
+from streamjoin.dev.process import WorkerProcess
+from streamjoin.restore.ownership import OWNER_KEY, fence
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
@@ -85,5 +91,41 @@ def test_workers_frozen_past_their_session_and_thawed_lose_and_misbill_no_click(
         # the fence was tried: a thawed worker found its lease run out
         assert re.search(r"group session lease ran out|batch abandoned", logs)
         assert "never applied" not in logs
+        for worker in workers:
+            assert worker.stop(timeout=60) == 0
+        _assert_every_local_state_is_its_changelog_restored(ads, workers)
     finally:
         ads.stop()
+
+
+def _assert_every_local_state_is_its_changelog_restored(
+    ads: PacedAds, workers: list[WorkerProcess]
+) -> None:
+    """Each worker's RocksDB copy of each task (active or standby; its content,
+    not its local indexes) equals the task's changelog restored through the
+    fence up to the offset the copy says it holds: what the worker built by
+    running the task, or by following it, is what any later owner restores,
+    zombies' late writes left out."""
+    topic = f"{ads.env['ADS_APP_ID']}-billing-state-changelog"
+    by_partition: dict[int, list[Any]] = {}
+    for _, record in run(read_topics(ads.broker.bootstrap, [topic])):
+        by_partition.setdefault(record.partition, []).append(record)
+    compared = 0
+    for partition in range(ads.partitions):
+        records = sorted(by_partition.get(partition, []), key=lambda r: r.offset)
+        for worker in workers:
+            local, offset = read_rocksdb(worker.datadir, "billing-state", partition)
+            if offset is None:
+                continue
+            local.pop(OWNER_KEY, None)
+            # the due and expiry indexes are local: rebuilt when a task opens
+            local = {k: v for k, v in local.items() if k[:1] not in (DUE, EXPIRY)}
+            restored: dict[bytes, bytes] = {}
+            for r in fence(None, [r for r in records if r.offset <= offset]).apply:
+                if r.value is None:
+                    restored.pop(r.key, None)
+                else:
+                    restored[r.key] = r.value
+            assert local == restored, (worker.log_path.name, partition, offset)
+            compared += 1
+    assert compared >= ads.partitions
