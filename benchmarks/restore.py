@@ -18,6 +18,11 @@ Changelog layout (``--layout``):
   with ``--records 100000``.
 
     python benchmarks/restore.py [--records 1000000] [--partitions 8] [--layout batched]
+                                 [--owner-headers]
+
+``--owner-headers`` writes every record with an owner token header, as a
+join's fenced changelog is written (see ``streamjoin.restore.ownership``):
+streamjoin's restore then reads every record's headers.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ if __package__ in (None, ""):
 from benchmarks.harness.kafka import create_topics
 from benchmarks.harness.workers import embedded_broker, exit_on_sigterm, running, worker
 from streamjoin.dev.broker import EmbeddedBroker
+from streamjoin.restore.ownership import OWNER_HEADER
 
 APP_ID = "bench-restore"
 TOPIC = f"{APP_ID}-state-changelog"
@@ -70,9 +76,17 @@ class Result:
 
 
 async def write_changelog(
-    bootstrap: str, records: int, partitions: int, value_size: int, layout: str
+    bootstrap: str,
+    records: int,
+    partitions: int,
+    value_size: int,
+    layout: str,
+    owner_headers: bool = False,
 ) -> float:
     """Write *records* JSON records to the changelog; return the seconds taken.
+
+    *owner_headers*: every record carries an owner token header, as a join's
+    fenced changelog does (streamjoin's restore reads each record's headers).
 
     ``layout="single"``: every record in its own batch. ``layout="batched"``:
     large batches, except that each partition's last record is written alone,
@@ -94,11 +108,14 @@ async def write_changelog(
     await producer.start()
     started = time.monotonic()
     tail_from = records - min(records, partitions) if layout == "batched" else records
+    headers = [(OWNER_HEADER, b"bench-owner")] if owner_headers else None
     try:
         window: list[asyncio.Future[object]] = []
         for i in range(records):
             key = json.dumps(f"key-{i % key_space:09d}").encode()
-            future = await producer.send(TOPIC, value, key=key, partition=i % partitions)
+            future = await producer.send(
+                TOPIC, value, key=key, partition=i % partitions, headers=headers
+            )
             if i >= tail_from:
                 await asyncio.gather(*window)
                 window.clear()
@@ -150,6 +167,11 @@ def main(argv: list[str] | None = None) -> int:
         "use --records 100000)",
     )
     parser.add_argument("--skip-faust", action="store_true", help="measure streamjoin only")
+    parser.add_argument(
+        "--owner-headers",
+        action="store_true",
+        help="every record with an owner token header, as a join's fenced changelog",
+    )
     args = parser.parse_args(argv)
     exit_on_sigterm()
     os.environ["SJ_BENCH_PARTITIONS"] = str(args.partitions)
@@ -158,14 +180,20 @@ def main(argv: list[str] | None = None) -> int:
         embedded_broker() as broker,
     ):
         workdir = Path(tmp)
+        headed = ", owner headers" if args.owner_headers else ""
         print(
             f"writing {args.records:,} changelog records ({args.layout} layout, "
-            f"{args.partitions} partitions) ...",
+            f"{args.partitions} partitions{headed}) ...",
             flush=True,
         )
         took = asyncio.run(
             write_changelog(
-                broker.bootstrap, args.records, args.partitions, args.value_size, args.layout
+                broker.bootstrap,
+                args.records,
+                args.partitions,
+                args.value_size,
+                args.layout,
+                args.owner_headers,
             )
         )
         print(f"  written in {took:.1f}s", flush=True)
