@@ -44,6 +44,7 @@ class TaskLifecycle:
     _epoch: int
     _buffered: int
     _lapse_logged: bool
+    _abandoned: dict[int, float]
     changelog_topic: str
     _lock: Any
     app: Any
@@ -112,6 +113,7 @@ class TaskLifecycle:
 
     def _abandon(self, touched: list[JoinTask], reason: str) -> None:
         """Drop the tasks of an abandoned batch: unacked, opened again from their state."""
+        now = time.time()
         for task in touched:
             partition = task.partition
             for tasks in (self._tasks, self._parked):
@@ -120,6 +122,9 @@ class TaskLifecycle:
             task.unacked_range.clear()
             task.state.discard()
             task.state.db = None
+            # what the batch sent may be in the changelog: the task opens again
+            # only from a state restored after this (the next rebalance's)
+            self._abandoned[partition] = now
         self._buffered = self._waiting()
         self.stats.batches_abandoned += 1
         logger.warning(
@@ -156,7 +161,15 @@ class TaskLifecycle:
         return None if ownership is None else ownership.token(self.changelog_topic, partition)
 
     def _owned(self, partition: int) -> bool:
-        """May this worker run *partition*'s task now (its changelog is fenced for it)?"""
+        """May this worker run *partition*'s task now (its changelog is fenced for
+        it, and restored since a batch of it was abandoned)?"""
+        abandoned = self._abandoned.get(partition)
+        if abandoned is not None:
+            ready = getattr(self.app.tables, "restored_at", None)
+            restored = None if ready is None else ready().get(partition)
+            if restored is None or restored <= abandoned:
+                return False
+            del self._abandoned[partition]
         ownership = getattr(self.app.tables, "ownership", None)
         return ownership is None or self._token(partition) is not None
 

@@ -183,6 +183,8 @@ class Join(TaskLifecycle):
         self._epoch = 0
         #: whether the lapse of the session lease was logged (once per lapse)
         self._lapse_logged = False
+        #: partition -> time.time() its batch was abandoned (see _abandon)
+        self._abandoned: dict[int, float] = {}
         #: takes the join's records from faust's consumer (see join_intake)
         self.intake = Intake(
             self.app, self._sides, self._take, high_water=2 * self.batch_max,
