@@ -57,6 +57,9 @@ class BrokerOptions:
             thread that started it dies, even by ``kill -9``
             (``PR_SET_PDEATHSIG``); ``streamjoin broker`` and the demo set it.
             Start it from a thread that lives as long as the broker should.
+        advertised_port: the port the broker tells clients to connect to
+            (``None``: its own). A :class:`~streamjoin.dev.faults.FaultProxy`
+            on that port then carries every connection of every client.
     """
 
     port: int = 0
@@ -65,6 +68,7 @@ class BrokerOptions:
     quiet: bool = True
     log_path: Path | None = None
     die_with_parent: bool = False
+    advertised_port: int | None = None
 
 
 def _die_with(parent: int) -> Callable[[], None] | None:
@@ -190,13 +194,14 @@ class EmbeddedBroker:
                 "pick another --port, or --port 0 for a free one"
             )
         listener = f"tcp://{LOOPBACK}:{self.port}"
+        advertised = self.options.advertised_port
         argv = [
             str(binary),
             "broker",
             "--listener-url",
             listener,
             "--advertised-listener-url",
-            listener,
+            listener if advertised is None else f"tcp://{LOOPBACK}:{advertised}",
             "--storage-engine",
             "memory://tansu/",
         ]
