@@ -5,8 +5,12 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from streamjoin.dev.broker import BrokerOptions
 
 __all__ = ["broker_command"]
 
@@ -20,16 +24,29 @@ __all__ = ["broker_command"]
     help="TCP port on 127.0.0.1 (0 picks a free one).",
 )
 @click.option("--verbose", is_flag=True, help="Show the broker's own log output.")
-def broker_command(port: int, verbose: bool) -> None:
+@click.option(
+    "--faults",
+    is_flag=True,
+    help="Put a fault-injecting proxy on --port in front of the broker; read fault "
+    "commands (cut, cut-after N, stall S, slow MS [BYTES_PER_S], heal, status, help) "
+    "on standard input.",
+)
+def broker_command(port: int, verbose: bool, faults: bool) -> None:
     """Run the embedded broker (Tansu, in memory) on loopback until Ctrl-C.
 
     Prints the bootstrap address on the first line of standard output.
-    All topics and offsets are lost when it stops.
+    All topics and offsets are lost when it stops. With ``--faults`` that
+    address is a proxy that every connection passes through, and each line
+    read on standard input is a fault to inject (``help`` lists them).
     """
     from streamjoin.dev.broker import BrokerOptions, EmbeddedBroker
     from streamjoin.dev.errors import DevError
 
-    broker = EmbeddedBroker(BrokerOptions(port=port, quiet=not verbose, die_with_parent=True))
+    options = BrokerOptions(port=port, quiet=not verbose, die_with_parent=True)
+    if faults:
+        _with_faults(options, port)
+        return
+    broker = EmbeddedBroker(options)
     stop = threading.Event()
 
     def _on_signal(signum: int, _frame: object) -> None:
@@ -52,6 +69,56 @@ def broker_command(port: int, verbose: bool) -> None:
                 raise click.ClickException("the embedded broker exited unexpectedly")
     finally:
         broker.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    click.echo("embedded broker stopped", err=True)
+
+
+def _with_faults(options: BrokerOptions, port: int) -> None:
+    """``--faults``: the broker behind a fault proxy on *port*, driven from stdin."""
+    from dataclasses import replace
+
+    from streamjoin.dev.errors import DevError
+    from streamjoin.dev.faults import BrokerBehindProxy, run_command
+
+    behind = BrokerBehindProxy(replace(options, port=0), port=port)
+    stop = threading.Event()
+
+    def _on_signal(signum: int, _frame: object) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        try:
+            behind.start()
+        except DevError as exc:
+            raise click.ClickException(str(exc)) from exc
+        proxy = behind.proxy
+        if proxy is None:  # start() sets it or raises
+            raise click.ClickException("the fault proxy did not start")
+        click.echo(behind.bootstrap)
+        click.echo(
+            f"embedded broker pid {behind.broker.pid} behind a fault proxy on "
+            f"{behind.bootstrap}; type fault commands ('help' lists them), Ctrl-C stops it",
+            err=True,
+        )
+        sys.stdout.flush()
+
+        def read_commands() -> None:
+            for line in sys.stdin:
+                try:
+                    reply = run_command(proxy, line)
+                except ValueError as exc:
+                    reply = f"error: {exc}"
+                if reply:
+                    click.echo(reply, err=True)
+
+        threading.Thread(target=read_commands, daemon=True).start()
+        while not stop.wait(0.5):
+            if not behind.broker.running():
+                raise click.ClickException("the embedded broker exited unexpectedly")
+    finally:
+        behind.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     click.echo("embedded broker stopped", err=True)

@@ -24,18 +24,19 @@ loopback only.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import threading
 import time
-from collections.abc import Awaitable
+from collections.abc import Coroutine
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from streamjoin.dev.broker import BrokerOptions, EmbeddedBroker, free_port
 from streamjoin.dev.errors import BrokerStartError
 
-__all__ = ["BrokerBehindProxy", "FaultProxy", "Faults"]
+__all__ = ["COMMANDS", "BrokerBehindProxy", "FaultProxy", "Faults", "run_command"]
 
 logger = logging.getLogger(__name__)
 
@@ -167,20 +168,23 @@ class FaultProxy:
         self._set(stalled_until=0.0, latency=0.0, bandwidth=0, cut_after=None)
 
     def _set(self, **changes: object) -> None:
-        def apply() -> None:
+        """Change the faults on the proxy's loop; returns once they are in force."""
+
+        async def apply() -> None:
             values = {**self.faults.__dict__, **changes}
-            self.faults = Faults(**values)  # type: ignore[arg-type]
+            self.faults = Faults(**values)
             for conn in self._conns:
                 conn.budget = self.faults.cut_after
             if self._changed is not None:
                 self._changed.set()
                 self._changed = asyncio.Event()
 
-        loop = self._running_loop()
-        loop.call_soon_threadsafe(apply)
+        self._call(apply())
 
-    def _call(self, coro: Awaitable[T]) -> T:
-        future = asyncio.run_coroutine_threadsafe(coro, self._running_loop())  # type: ignore[arg-type]
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(
+            coro, self._running_loop()
+        )
         return future.result(timeout=10)
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
@@ -296,8 +300,9 @@ class BrokerBehindProxy:
     manager, or :meth:`start` and :meth:`stop`.
     """
 
-    def __init__(self, options: BrokerOptions | None = None) -> None:
-        self.proxy_port = free_port()
+    def __init__(self, options: BrokerOptions | None = None, port: int = 0) -> None:
+        #: the proxy's port (clients connect here); the broker takes *options*' port
+        self.proxy_port = port or free_port()
         base = options or BrokerOptions()
         self.broker = EmbeddedBroker(replace(base, advertised_port=self.proxy_port))
         self.proxy: FaultProxy | None = None
@@ -333,3 +338,59 @@ class BrokerBehindProxy:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+#: what ``streamjoin broker --faults`` reads on its standard input, one per line
+COMMANDS = {
+    "cut": "close every open connection now",
+    "cut-after N": "close each connection once it forwarded N more bytes",
+    "stall S": "forward nothing for S seconds",
+    "slow MS [BYTES_PER_S]": "delay every chunk by MS milliseconds (and pace it)",
+    "heal": "plain forwarding again",
+    "status": "the faults in force and the connections opened and cut",
+    "help": "this list",
+}
+
+
+def run_command(proxy: FaultProxy, line: str) -> str:
+    """Carry out one fault command (see :data:`COMMANDS`); returns the reply.
+
+    Raises:
+        ValueError: an unknown command or bad arguments, with the usage.
+    """
+    words = line.split()
+    if not words:
+        return ""
+    name, args = words[0].lower(), words[1:]
+    try:
+        if name == "cut" and not args:
+            return f"cut {proxy.cut()} connection(s)"
+        if name == "cut-after" and len(args) == 1:
+            proxy.cut_after(int(args[0]))
+            return f"each connection is cut after {int(args[0])} more bytes"
+        if name == "stall" and len(args) == 1:
+            proxy.stall(float(args[0]))
+            return f"nothing forwarded for {float(args[0])} s"
+        if name == "slow" and 1 <= len(args) <= 2:
+            latency_ms = float(args[0])
+            bandwidth = int(args[1]) if len(args) == 2 else 0
+            proxy.slow(latency=latency_ms / 1000, bandwidth=bandwidth)
+            paced = f", {bandwidth} bytes/s" if bandwidth else ""
+            return f"every chunk delayed {latency_ms:g} ms{paced}"
+        if name == "heal" and not args:
+            proxy.heal()
+            return "healed: plain forwarding"
+        if name == "status" and not args:
+            f = proxy.faults
+            stall = max(0.0, f.stalled_until - time.monotonic())
+            return (
+                f"stall {stall:.1f} s left, latency {f.latency * 1000:g} ms, "
+                f"bandwidth {f.bandwidth or 'unlimited'}, cut after {f.cut_after}; "
+                f"{proxy.opened} connection(s) opened, {proxy.cuts} cut"
+            )
+        if name == "help" and not args:
+            return "\n".join(f"{usage:<24} {what}" for usage, what in COMMANDS.items())
+    except ValueError as exc:
+        raise ValueError(f"{line.strip()!r}: {exc}") from None
+    usage = ", ".join(COMMANDS)
+    raise ValueError(f"{line.strip()!r}: not a fault command; use one of: {usage}")

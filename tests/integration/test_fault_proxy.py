@@ -150,12 +150,10 @@ def test_cut_after_drops_a_response_midway_and_heal_ends_it(
     cuts = proxy.cuts
     request = 18
     proxy.cut_after(request + 40)  # the request passes, then 40 bytes of the answer
-    time.sleep(0.2)  # the setting reaches the proxy's loop
     _, cut = _api_versions(behind.bootstrap)
     assert len(cut) == 40 and cut == whole[:40]
     assert proxy.cuts > cuts
     proxy.heal()
-    time.sleep(0.2)
     assert _api_versions(behind.bootstrap)[1] == whole
 
 
@@ -166,3 +164,49 @@ def test_faults_refuse_nonsense_with_the_reason(proxy: FaultProxy) -> None:
         proxy.cut_after(-5)
     with pytest.raises(ValueError, match="latency >= 0"):
         proxy.slow(latency=-0.1)
+
+
+def test_broker_faults_command_takes_fault_commands_on_stdin() -> None:
+    """``streamjoin broker --faults``: a proxy address on stdout, every line on
+    stdin a fault, answered on stderr; a stall holds a real client's request."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from streamjoin.cli import main; main()", "broker", "--faults",
+         "--port", "0"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        bootstrap = proc.stdout.readline().decode().strip()
+        assert bootstrap.startswith("127.0.0.1:")
+        proc.stderr.readline()  # the banner
+
+        def command(line: str) -> str:
+            proc.stdin.write(line.encode() + b"\n")  # type: ignore[union-attr]
+            proc.stdin.flush()  # type: ignore[union-attr]
+            return proc.stderr.readline().decode().strip()  # type: ignore[union-attr]
+
+        run(create_topic(bootstrap, TOPIC, 1))
+        assert command("stall 2") == "nothing forwarded for 2.0 s"
+        started = time.monotonic()
+        run(_send(bootstrap, [b"through the cli"], request_timeout_ms=20_000))
+        assert time.monotonic() - started >= 1.5
+        assert command("slow oops").startswith("error: 'slow oops':")
+        assert command("heal") == "healed: plain forwarding"
+        assert "connection(s) opened" in command("status")
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=15) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
