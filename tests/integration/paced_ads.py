@@ -16,6 +16,7 @@ from kafka_util import end_offsets, read_topics, run, topic_names, wait_until
 from streamjoin.ads.attribution import ClickOutcome, attribute
 from streamjoin.ads.generator import clicks_from_record, impressions_from_record, read_record
 from streamjoin.dev.broker import EmbeddedBroker
+from streamjoin.dev.faults import BrokerBehindProxy
 from streamjoin.dev.process import WorkerProcess
 from streamjoin.join.window import JoinWindow
 
@@ -27,7 +28,7 @@ class PacedAds:
 
     def __init__(
         self,
-        broker: EmbeddedBroker,
+        broker: EmbeddedBroker | BrokerBehindProxy,
         tmp_path: Path,
         app_id: str,
         *,

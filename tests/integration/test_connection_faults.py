@@ -1,0 +1,94 @@
+"""The join under cut, stalled and slow connections loses, doubles and mis-bills no click.
+
+The example's run (8 partitions, two workers with a standby each, the paced
+generator, grace 10 s) with every connection of every client (workers,
+generator, restore consumers) through the fault proxy, which meanwhile cuts
+all connections every 3 s for 18 s, stalls the network for 1 s, 5 s and 9 s
+(longer than the 6 s session: both workers lose their membership while they
+keep running) and slows every chunk by 50 ms for 8 s. Every decided click
+gets exactly one distinct outcome, the reference's; no valid record is
+dead-lettered; no worker exits; and once the network is healed the outputs
+are complete within :data:`SETTLE_S` seconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from paced_ads import PacedAds
+from test_join_workers import _check_against_reference
+
+from streamjoin.dev.faults import BrokerBehindProxy, FaultProxy
+
+pytestmark = [pytest.mark.broker, pytest.mark.slow]
+
+#: seconds from the last heal to every decided click's outcome, at most
+SETTLE_S = 120.0
+
+
+@pytest.fixture
+def behind() -> Iterator[BrokerBehindProxy]:
+    with BrokerBehindProxy() as broker:
+        yield broker
+
+
+def _inject(proxy: FaultProxy) -> list[str]:
+    """The faults, in order; returns what was done (for the failure message)."""
+    done = []
+    for _ in range(6):
+        done.append(f"cut {proxy.cut()}")
+        time.sleep(3.0)
+    for seconds, after in ((1.0, 3.0), (5.0, 4.0)):
+        proxy.stall(seconds)
+        done.append(f"stall {seconds}")
+        time.sleep(seconds + after)
+    proxy.slow(latency=0.05)
+    done.append("slow 50 ms")
+    time.sleep(8.0)
+    proxy.heal()
+    proxy.stall(9.0)  # past the session timeout: both workers are dropped from the group
+    done.append("stall 9.0")
+    time.sleep(9.5)
+    proxy.heal()
+    done.append("heal")
+    return done
+
+
+def test_cut_stalled_and_slow_connections_lose_and_misbill_no_click(
+    behind: BrokerBehindProxy, tmp_path: Path
+) -> None:
+    digest = hashlib.sha1(f"{tmp_path}{time.time()}".encode()).hexdigest()[:8]
+    ads = PacedAds(behind, tmp_path, f"ads-faults-{digest}")
+    proxy = behind.proxy
+    assert proxy is not None
+    try:
+        ads.start_generator(seed=21, duration=1200, rate=4, speed=20)
+        workers = [ads.worker("c1"), ads.worker("c2")]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.wait_for_log(r"Worker\]: Ready", timeout=90)
+        time.sleep(3)
+        done = _inject(proxy)
+        healed = time.monotonic()
+        ads.wait_generator(timeout=180)
+        reference, malformed = ads.reference()
+        outcomes = ads.wait_for_outcomes(reference, timeout=SETTLE_S)
+        settled = time.monotonic() - healed
+        _check_against_reference(outcomes, reference)
+        valid_dead_lettered = ads.dead_letter_sources() - malformed
+        assert valid_dead_lettered == set(), f"{len(valid_dead_lettered)} valid records"
+        assert len(reference) > 500
+        assert all(worker.running() for worker in workers), done
+        assert proxy.cuts > 0 and settled <= SETTLE_S
+        logs = "\n".join(worker.log_text() for worker in workers)
+        # the 9 s stall outlived the session: the workers noticed and rejoined
+        assert re.search(r"group session lease ran out|coordinator answered", logs), done
+        assert "never applied" not in logs
+    finally:
+        ads.stop()
