@@ -80,6 +80,7 @@ def test_cut_stalled_and_slow_connections_lose_and_misbill_no_click(
         reference, malformed = ads.reference()
         outcomes = ads.wait_for_outcomes(reference, timeout=SETTLE_S)
         settled = time.monotonic() - healed
+        print(f"every decided click's outcome out {settled:.1f} s after the last heal")
         _check_against_reference(outcomes, reference)
         valid_dead_lettered = ads.dead_letter_sources() - malformed
         assert valid_dead_lettered == set(), f"{len(valid_dead_lettered)} valid records"
