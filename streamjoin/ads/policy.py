@@ -77,7 +77,11 @@ def _fields(value: bytes | None, spec: dict[str, Any], what: str) -> dict[str, A
 
 
 def _check_key(key: bytes | None, auction_id: str, what: str) -> None:
-    if key is not None and key != auction_id.encode():
+    # the join key is the record key: a record without it may sit in a
+    # partition its auction's other records are not in
+    if key is None:
+        raise BadRecord(f"{what}: no record key (it must be its auction_id {auction_id!r})")
+    if key != auction_id.encode():
         raise BadRecord(f"{what}: record key {key!r} is not its auction_id {auction_id!r}")
 
 

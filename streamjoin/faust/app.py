@@ -79,6 +79,7 @@ class App(faust.App):
         max_idle_ms: int = 2000,
         batch_max: int = 2000,
         batch_interval: float = 0.05,
+        max_record_bytes: int = 512 * 1024,
     ) -> Any:
         """Join topics *left* and *right* (same partition count, same key) with *policy*.
 
@@ -98,6 +99,10 @@ class App(faust.App):
                 and the previous one is durable, with at most *batch_max*
                 records per task, and every *batch_interval* seconds when none
                 arrive (idle inputs).
+            max_record_bytes: an input record whose key and value together are
+                larger is dead-lettered (reason ``record of N bytes is over the
+                join's limit``), its dead letter holding the key, the first KiB
+                of the value and the original size in ``streamjoin-size``.
 
         Returns:
             the :class:`streamjoin.faust.join_operator.Join`; its ``outputs``
@@ -119,6 +124,7 @@ class App(faust.App):
             max_idle_ms=max_idle_ms,
             batch_max=batch_max,
             batch_interval=batch_interval,
+            max_record_bytes=max_record_bytes,
         )
         self.joins[name] = join
         # A join holds records back (event-time order) and acks them only once

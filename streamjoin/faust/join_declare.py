@@ -25,6 +25,7 @@ __all__ = [
     "RAW",
     "check_batching",
     "check_outputs",
+    "check_record_limit",
     "check_sides",
     "check_table_manager",
     "declare_copartitioned",
@@ -75,6 +76,17 @@ def check_batching(name: str, max_idle_ms: int, batch_max: int, batch_interval: 
         raise JoinConfigError(
             f"join {name!r}: max_idle_ms must be >= 0, batch_max >= 1, batch_interval > 0"
         )
+
+
+def check_record_limit(name: str, max_record_bytes: int) -> int:
+    """*max_record_bytes* if it is a whole number of bytes, at least 1 KiB."""
+    if isinstance(max_record_bytes, bool) or not isinstance(max_record_bytes, int):
+        raise JoinConfigError(f"join {name!r}: max_record_bytes must be an int of bytes")
+    if max_record_bytes < 1024:
+        raise JoinConfigError(
+            f"join {name!r}: max_record_bytes must be at least 1024, got {max_record_bytes}"
+        )
+    return max_record_bytes
 
 
 def check_table_manager(app: Any, name: str) -> None:

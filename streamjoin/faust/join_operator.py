@@ -13,20 +13,10 @@ lives in the task's RocksDB database (a faust table's store, so it is
 restored before the task runs, replicated to standbys and placed by the
 assignor like any table).
 
-Each batch is made durable in an order that survives a crash anywhere:
-
-1. outputs (outcomes, dead letters) and the batch's state changes except the
-   input positions are sent together, and all are acknowledged;
-2. the next input offset of each side (the positions) is sent to the
-   changelog and acknowledged: only now does the changelog say the batch's
-   records were applied, and their outputs are on the broker already;
-3. the same changes go to RocksDB in one write batch with the changelog offset;
-4. the input records are acked (faust may commit their offsets).
-
-After a crash the task's state (restored from the changelog) says where its
-input resumes: records before that offset are skipped, so an input record is
-applied to state at most once; outputs of a batch whose state was lost are
-re-emitted with the same key and value (effectively once, by key).
+Each batch is made durable in the order that survives a crash anywhere
+(:mod:`~streamjoin.faust.join_batch`; the contract is in docs/joins.rst,
+"Delivery: effectively once, by key"), and only while this worker owns its
+tasks ("A worker frozen past its session").
 
 This module holds :class:`Join`, which wires the pieces into faust and runs
 batches; the pieces are :mod:`~streamjoin.faust.join_declare` (checks and
@@ -35,7 +25,7 @@ bulk from faust's consumer's fetches; acks that never let faust commit past
 the state),
 :mod:`~streamjoin.faust.join_tasks` (per-task runtime),
 :mod:`~streamjoin.faust.join_router` (records applied to a task's logic),
-:mod:`~streamjoin.faust.join_batch` (the durability steps above) and
+:mod:`~streamjoin.faust.join_batch` (the durability steps) and
 :mod:`~streamjoin.faust.join_stats` (counters, progress lines, the web
 page's view).
 """
@@ -61,6 +51,7 @@ from streamjoin.faust.join_batch import (
 from streamjoin.faust.join_declare import (
     check_batching,
     check_outputs,
+    check_record_limit,
     check_sides,
     check_table_manager,
     declare_copartitioned,
@@ -110,8 +101,10 @@ class Join(TaskLifecycle):
         max_idle_ms: int = 2000,
         batch_max: int = 2000,
         batch_interval: float = 0.05,
+        max_record_bytes: int = 512 * 1024,
     ) -> None:
         self.app = app
+        self.max_record_bytes = check_record_limit(name, max_record_bytes)
         self.name = name
         self.policy = policy
         wanted = self._validate(
@@ -166,8 +159,9 @@ class Join(TaskLifecycle):
         #: the partitions (tasks) this worker was assigned at the last rebalance
         self._assigned: frozenset[int] = frozenset()
         self._router = RecordRouter(
-            self.name, self.policy, self.stats, self.outputs, self.dead_letters
-        )
+            self.name, self.policy, self.stats, self.outputs, self.dead_letters,
+            max_record_bytes=self.max_record_bytes,
+        )  # fmt: skip
         self._lock = asyncio.Lock()
         self._buffered = 0
         #: seconds between progress log lines

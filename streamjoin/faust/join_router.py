@@ -27,7 +27,12 @@ if TYPE_CHECKING:
     from streamjoin.faust.join_stats import JoinStats
     from streamjoin.faust.join_tasks import JoinTask
 
-__all__ = ["RecordRouter"]
+__all__ = ["OVERSIZED_KEPT", "SIZE_HEADER", "RecordRouter"]
+
+#: bytes of an oversized record's value its dead letter keeps
+OVERSIZED_KEPT = 1024
+#: header of an oversized record's dead letter: the record's size in bytes
+SIZE_HEADER = "streamjoin-size"
 
 
 class RecordRouter:
@@ -39,6 +44,7 @@ class RecordRouter:
         stats: the join's counters, updated per record.
         outputs: output name -> faust topic the output's results go to.
         dead_letters: faust topic of records that cannot be joined.
+        max_record_bytes: larger input records (key and value) are dead-lettered.
     """
 
     def __init__(
@@ -48,8 +54,11 @@ class RecordRouter:
         stats: JoinStats,
         outputs: Mapping[str, Any],
         dead_letters: Any,
+        *,
+        max_record_bytes: int = 512 * 1024,
     ) -> None:
         self.name = name
+        self.max_record_bytes = max_record_bytes
         self.policy = policy
         self.stats = stats
         self.outputs = outputs
@@ -77,6 +86,11 @@ class RecordRouter:
                 continue
             position = offset + 1
             applied += 1
+            size = len(record.key or b"") + len(record.value or b"")
+            if size > self.max_record_bytes:
+                stats.bad += 1
+                out.append(self.oversized(record, size))
+                continue
             try:
                 decoded = decode(record.key, record.value, record.timestamp or 0)
             except BadRecord as exc:
@@ -107,6 +121,17 @@ class RecordRouter:
             topic = self.outputs[emission.output].get_topic_name()
             out.append((topic, emission.key, emission.value, None))
         return out
+
+    def oversized(self, message: Any, size: int) -> Output:
+        """The dead letter of a record over the limit: its key, the first KiB of its
+        value and its size (the source header says where the whole record is)."""
+        reason = (
+            f"record of {size} bytes is over the join's limit of {self.max_record_bytes} "
+            "bytes (max_record_bytes)"
+        ).encode()
+        topic, key, _, headers = self.dead_letter(message, reason)
+        value = (message.value or b"")[:OVERSIZED_KEPT]
+        return (topic, key, value, [*(headers or ()), (SIZE_HEADER, str(size).encode())])
 
     def dead_letter(self, message: Any, reason: bytes) -> Output:
         """The dead-letter record of *message*, with the reason and the source in headers."""

@@ -100,7 +100,9 @@ def test_rows_accept_exactly_what_the_join_accepts() -> None:
     value = b'{"auction_id":"a-1","click_id":"k-1","ts_ms":1767225600000}'
     with pytest.raises(BadRecord, match="key"):
         click_row(SourceRecord("clicks", 0, 0, b"a-2", value))
-    assert click_row(SourceRecord("clicks", 0, 0, None, value))["click_id"] == "k-1"
+    with pytest.raises(BadRecord, match="no record key"):
+        click_row(SourceRecord("clicks", 0, 0, None, value))
+    assert click_row(SourceRecord("clicks", 0, 0, b"a-1", value))["click_id"] == "k-1"
 
 
 def test_outcome_rows_from_the_joins_encoded_outcomes() -> None:
