@@ -9,8 +9,9 @@ The pure part (no faust, no pyarrow, no I/O): :mod:`~streamjoin.ads.archive.layo
 (hour buckets, file names), :mod:`~streamjoin.ads.archive.rows` (datasets, record to
 row) and :mod:`~streamjoin.ads.archive.ledger` (per-partition skip/buffer/flush
 decisions). The I/O part: :mod:`~streamjoin.ads.archive.files` (atomic Parquet
-writes and listings, pyarrow) and :mod:`~streamjoin.ads.archive.sink` (the faust
-agent, :func:`archive_topics`). :mod:`streamjoin.ads.archive.app` is an app that
+writes and listings, pyarrow), :mod:`~streamjoin.ads.archive.sink` (the faust
+agent) and :mod:`~streamjoin.ads.archive.declare` (:func:`archive_topics`).
+:mod:`streamjoin.ads.archive.app` is an app that
 only archives (``streamjoin worker -A streamjoin.ads.archive.app:app``).
 
 The I/O names are resolved lazily, so importing the pure part needs neither
@@ -43,7 +44,7 @@ from streamjoin.ads.errors import ArchiveConfigError, ArchiveError
 _LAZY: dict[str, str] = {
     "ArchiveSink": "streamjoin.ads.archive.sink:ArchiveSink",
     "ArchiveStats": "streamjoin.ads.archive.stats:ArchiveStats",
-    "archive_topics": "streamjoin.ads.archive.sink:archive_topics",
+    "archive_topics": "streamjoin.ads.archive.declare:archive_topics",
     "read_dataset": "streamjoin.ads.archive.files:read_dataset",
     "write_file": "streamjoin.ads.archive.files:write_file",
 }

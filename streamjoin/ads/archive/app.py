@@ -40,7 +40,7 @@ def create_app(environ: Mapping[str, str] | None = None) -> Any:
         ArchiveConfigError: ``ARCHIVE_DIR`` is missing or a number is malformed.
     """
     import streamjoin
-    from streamjoin.ads.archive.sink import archive_topics
+    from streamjoin.ads.archive.declare import archive_topics
 
     env = os.environ if environ is None else environ
     root = env.get("ARCHIVE_DIR")

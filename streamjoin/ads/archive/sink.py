@@ -1,18 +1,21 @@
-"""``archive_topics(app, root, ...)``: a faust sink agent that archives topics as Parquet.
+"""``archive_topics(app, root, ...)``: a faust sink agent that archives topics as
+Parquet.
 
 One agent reads every archived topic (raw bytes) with manual acks. A worker
-gives each source topic-partition a :class:`~streamjoin.ads.archive.ledger.PartitionLedger`
-at its first record after taking it, from the highest offset archived per hour
-bucket (read off the file names; one listing per dataset and rebalance
-generation), so records an earlier owner archived are skipped. When that first
-record is past the archive's end, the records in between are read from the
-brokers first (:meth:`ArchiveSink._fill_gap`): the files, not the committed
-offset, say where a partition resumes (faust may commit over records no stream
-saw). Valid records are buffered; a partition's buffer is flushed, one file per
-hour bucket, at ``max_records`` rows, when its oldest row has waited
-``flush_interval`` seconds, and at once during a rebalance or a shutdown. A
-record is acknowledged, so faust may commit its offset, only once the file
-holding it has been renamed into place.
+gives each source topic-partition a
+:class:`~streamjoin.ads.archive.ledger.PartitionLedger` at its first record
+after taking it, from the highest offset archived per hour bucket (read off
+the file names; one listing per dataset and rebalance generation), so records
+an earlier owner archived are skipped. When that first record is past the
+archive's end, the records in between are read from the brokers first
+(:meth:`ArchiveSink._fill_gap`): the files, not the committed offset, say
+where a partition resumes (faust may commit over records no stream saw), and a
+partition with no file yet starts at the topic's start (offset 0, or the
+oldest record retention left). Valid records are buffered; a partition's
+buffer is flushed, one file per hour bucket, at ``max_records`` rows, when its
+oldest row has waited ``flush_interval`` seconds, and at once during a
+rebalance or a shutdown. A record is acknowledged, so faust may commit its
+offset, only once the file holding it has been renamed into place.
 
 So a crash anywhere (even between the files of one flush) and the replay from
 the last committed offset neither loses nor duplicates a row: what is in a
@@ -46,7 +49,7 @@ from streamjoin.ads.archive.rows import (
 from streamjoin.ads.archive.stats import ArchiveStats
 from streamjoin.ads.errors import ArchiveConfigError
 
-__all__ = ["ArchiveSink", "ArchiveStats", "archive_topics"]
+__all__ = ["DATASET_KEYS", "ArchiveSink", "ArchiveStats"]
 
 logger = logging.getLogger(__name__)
 
@@ -171,8 +174,10 @@ class ArchiveSink:
             ledger = self._ledgers.get((record.topic, record.partition))
             if ledger is None:
                 ledger = await self._take(dataset, record.topic, record.partition)
-                expected = ledger.expected()
-                if expected is not None and record.offset > expected:
+                # no file of this partition yet: the archive starts at the topic's
+                # start, not where faust's committed offset says
+                expected = ledger.expected() or 0
+                if record.offset > expected:
                     await self._fill_gap(dataset, ledger, expected, record.offset)
             await self._offer(dataset, ledger, record.offset, item, event)
 
@@ -212,8 +217,20 @@ class ArchiveSink:
 
         topic, partition = ledger.topic, ledger.partition
         found = buffered = 0
+        logged = time.monotonic()
         async with aclosing(read_range(self.app.conf, topic, partition, start, stop)) as chunks:
             async for records in chunks:
+                if time.monotonic() - logged >= self.log_interval:
+                    logged = time.monotonic()
+                    logger.info(
+                        "%s: %s[%d]: reading offsets %d..%d from the brokers, at %d",
+                        self.label,
+                        topic,
+                        partition,
+                        start,
+                        stop - 1,
+                        records[0].offset,
+                    )
                 for r in records:
                     source = SourceRecord(
                         topic, partition, r.offset, r.key, r.value, header_map(r.headers)
@@ -226,13 +243,13 @@ class ArchiveSink:
         self.stats.gap_records += found
         logger.log(
             logging.WARNING if buffered else logging.INFO,
-            "%s: %s[%d] taken at offset %d but archived up to %d: read %d record(s) "
+            "%s: %s[%d] taken at offset %d but archived up to %s: read %d record(s) "
             "in between from the brokers, %d to archive",
             self.label,
             topic,
             partition,
             stop,
-            start - 1,
+            start - 1 if start else "nothing (from the topic's start)",
             found,
             buffered,
         )
@@ -353,67 +370,3 @@ class ArchiveSink:
                 self._listings.clear()
 
         await self._guarded(drop())
-
-
-def _topic_names(value: Any) -> list[str]:
-    items = value if isinstance(value, list | tuple) else [value]
-    names = []
-    for item in items:
-        if isinstance(item, str):
-            names.append(item)
-            continue
-        topics = list(getattr(item, "topics", ()) or ())
-        if not topics or getattr(item, "pattern", None):
-            raise ArchiveConfigError(f"archive: expected topic names or faust topics, got {item!r}")
-        names.extend(str(t) for t in topics)
-    return names
-
-
-def archive_topics(
-    app: Any,
-    root: str | Path,
-    topics: Mapping[str, Any],
-    *,
-    max_records: int = 5000,
-    flush_interval: float = 5.0,
-    name: str = "archive",
-) -> ArchiveSink:
-    """Archive topics of *app* as Parquet under *root*, exactly once per record.
-
-    Arguments:
-        app: the faust app (a ``streamjoin.App``) whose workers run the sink agent.
-        root: the archive root (created as needed; shared by all workers).
-        topics: dataset -> topic(s): ``{"impressions": topic, "clicks": topic,
-            "outcomes": [attributed, duplicate, unattributed], "late":
-            dead_letters}``; each topic is a name or a faust topic (only its
-            name is used: the sink reads raw bytes). Any subset of the datasets
-            may be given.
-        max_records: rows a partition buffers before its files are written.
-        flush_interval: seconds a buffered row waits at most.
-        name: the sink's name (agent ``streamjoin.ads.archive.<name>``, log lines).
-
-    Returns:
-        The :class:`ArchiveSink` (its ``stats`` and ``describe()`` show progress).
-
-    Raises:
-        ArchiveConfigError: an unknown dataset, a topic given twice, bad settings.
-    """
-    unknown = sorted(set(topics) - set(DATASET_KEYS))
-    if unknown:
-        raise ArchiveConfigError(
-            f"archive {name!r}: unknown datasets {unknown}; use {sorted(DATASET_KEYS)}"
-        )
-    datasets: dict[str, Dataset] = {}
-    for key, value in topics.items():
-        for topic in _topic_names(value):
-            if topic in datasets:
-                raise ArchiveConfigError(f"archive {name!r}: topic {topic!r} is given twice")
-            datasets[topic] = DATASET_KEYS[key]
-    return ArchiveSink(
-        app,
-        root,
-        datasets,
-        max_records=max_records,
-        flush_interval=flush_interval,
-        name=name,
-    )
