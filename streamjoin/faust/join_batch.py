@@ -44,7 +44,14 @@ from typing import Any
 
 from streamjoin.faust.join_tasks import JoinTask, Output
 
-__all__ = ["Batch", "Sender", "commit_and_ack", "send_outputs_and_content", "send_positions"]
+__all__ = [
+    "Batch",
+    "Sender",
+    "commit_and_ack",
+    "make_durable",
+    "send_outputs_and_content",
+    "send_positions",
+]
 
 #: a record to send: (topic, partition or None: by key, key, value, headers)
 Record = tuple[str, int | None, bytes | None, bytes | None, Sequence[tuple[str, bytes]] | None]
@@ -132,11 +139,15 @@ async def acknowledged(sent: Sequence[Sent], topic: str) -> dict[int, int]:
 
 
 async def send_outputs_and_content(
-    sender: Sender, outputs: list[Output], changelog_topic: str, touched: list[JoinTask]
+    sender: Sender,
+    outputs: list[Output],
+    changelog_topic: str,
+    touched: list[JoinTask],
+    on_sent: Callable[[], None] = lambda: None,
 ) -> dict[int, int]:
     """Step 1: send the outputs and every touched task's changes but its input
-    positions, together; wait for all acknowledgements. Returns the last
-    changelog offset per partition."""
+    positions, together; wait for all acknowledgements (*on_sent* is called
+    in between). Returns the last changelog offset per partition."""
     records: list[Record] = [(t, None, k, v, h) for t, k, v, h in outputs]
     for task in touched:
         content = task.state.content
@@ -145,15 +156,21 @@ async def send_outputs_and_content(
             (changelog_topic, task.partition, key, value, headers)
             for key, value in content[: task.positions_at]
         )
-    return await acknowledged(await sender.send(records), changelog_topic)
+    sent = await sender.send(records)
+    on_sent()
+    return await acknowledged(sent, changelog_topic)
 
 
 async def send_positions(
-    sender: Sender, changelog_topic: str, touched: list[JoinTask], last: dict[int, int]
+    sender: Sender,
+    changelog_topic: str,
+    touched: list[JoinTask],
+    last: dict[int, int],
+    on_sent: Callable[[], None] = lambda: None,
 ) -> dict[int, int]:
     """Step 2: send every touched task's input positions (its last changes) to
-    its changelog partition; wait for the acknowledgements. Returns *last*
-    updated with the offsets they reached."""
+    its changelog partition; wait for the acknowledgements (*on_sent* is
+    called in between). Returns *last* updated with the offsets they reached."""
     records: list[Record] = []
     for task in touched:
         content = task.state.content
@@ -162,7 +179,9 @@ async def send_positions(
             (changelog_topic, task.partition, key, value, headers)
             for key, value in content[task.positions_at :]
         )
-    reached = await acknowledged(await sender.send(records), changelog_topic)
+    sent = await sender.send(records)
+    on_sent()
+    reached = await acknowledged(sent, changelog_topic)
     return {p: max(last.get(p, -1), reached.get(p, -1)) for p in {*last, *reached}}
 
 
@@ -172,8 +191,10 @@ def commit_and_ack(
     last: dict[int, int],
     db_for: Callable[[int], Any],
     ack: Callable[[str, int, int, int], None],
+    on_written: Callable[[], None] = lambda: None,
 ) -> None:
-    """Steps 3 and 4: write each task's changes and changelog offset to RocksDB, then ack.
+    """Steps 3 and 4: write each task's changes and changelog offset to RocksDB,
+    then (*on_written* called in between) ack every task's input records.
 
     *db_for* gives the task's database now (it is looked up again, not reused);
     *ack* acks offsets ``first..last`` of a side's partition: ``(side,
@@ -182,6 +203,44 @@ def commit_and_ack(
     for task in touched:
         task.state.db = db_for(task.partition)
         task.state.commit(offset_key, last.get(task.partition))
+    on_written()
+    for task in touched:
         for side, (first, end) in task.unacked_range.items():
             ack(side, task.partition, first, end)
         task.unacked_range.clear()
+
+
+async def make_durable(
+    sender: Sender,
+    changelog_topic: str,
+    batch: Batch,
+    offset_key: bytes,
+    db_for: Callable[[int], Any],
+    ack: Callable[[str, int, int, int], None],
+    still_owner: Callable[[], bool],
+    crash: Callable[[str], None],
+) -> bool:
+    """Steps 1 to 4 of *batch*, in order; ``False`` when it was abandoned.
+
+    *still_owner* is asked before steps 1, 2 and 3: once it says no, nothing
+    more of the batch is sent, written or acked. *crash* is told each point a
+    test may crash the worker at (:mod:`~streamjoin.faust.fault_points`).
+    """
+    if not still_owner():
+        return False
+    touched = batch.touched
+    last = await send_outputs_and_content(
+        sender, batch.outputs, changelog_topic, touched, lambda: crash("outputs-sent")
+    )
+    crash("outputs-acked")
+    if not still_owner():
+        return False
+    last = await send_positions(
+        sender, changelog_topic, touched, last, lambda: crash("positions-sent")
+    )
+    crash("positions-acked")
+    if not still_owner():
+        return False
+    commit_and_ack(touched, offset_key, last, db_for, ack, lambda: crash("rocksdb-written"))
+    crash("acked")
+    return True

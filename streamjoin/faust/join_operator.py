@@ -41,13 +41,8 @@ from typing import Any
 
 from faust.exceptions import NotReady
 
-from streamjoin.faust.join_batch import (
-    Batch,
-    Sender,
-    commit_and_ack,
-    send_outputs_and_content,
-    send_positions,
-)
+from streamjoin.faust.fault_points import FaultPoints
+from streamjoin.faust.join_batch import Batch, Sender, make_durable
 from streamjoin.faust.join_declare import (
     check_batching,
     check_outputs,
@@ -177,6 +172,8 @@ class Join(TaskLifecycle):
         self._epoch = 0
         #: whether the lapse of the session lease was logged (once per lapse)
         self._lapse_logged = False
+        #: crash points for tests (STREAMJOIN_FAULT_POINT; see fault_points)
+        self._faults = FaultPoints()
         #: partition -> time.time() its batch was abandoned (see _abandon)
         self._abandoned: dict[int, float] = {}
         #: takes the join's records from faust's consumer (see join_intake)
@@ -379,17 +376,12 @@ class Join(TaskLifecycle):
         batch = self._release()
         if not batch.touched:
             return
-        topic = self.changelog_topic
-        if not self._still_owner(epoch, batch.touched):
-            return
-        last = await send_outputs_and_content(self._sender, batch.outputs, topic, batch.touched)
-        if not self._still_owner(epoch, batch.touched):
-            return
-        last = await send_positions(self._sender, topic, batch.touched, last)
-        if not self._still_owner(epoch, batch.touched):
-            return
-        commit_and_ack(batch.touched, self.table.data.offset_key, last, self._db, self.intake.ack)
-        self.stats.batches += 1
+        durable = await make_durable(
+            self._sender, self.changelog_topic, batch, self.table.data.offset_key, self._db,
+            self.intake.ack, lambda: self._still_owner(epoch, batch.touched), self._faults.reached,
+        )  # fmt: skip
+        if durable:
+            self.stats.batches += 1
 
     def _release(self) -> Batch:
         """Every task's received records and idle inputs, applied to its batch

@@ -11,14 +11,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kafka_util import end_offsets, read_topics, run, topic_names, wait_until
+from kafka_util import end_offsets, read_rocksdb, read_topics, run, topic_names, wait_until
 
 from streamjoin.ads.attribution import ClickOutcome, attribute
 from streamjoin.ads.generator import clicks_from_record, impressions_from_record, read_record
+from streamjoin.ads.keys import DUE, EXPIRY
 from streamjoin.dev.broker import EmbeddedBroker
 from streamjoin.dev.faults import BrokerBehindProxy
 from streamjoin.dev.process import WorkerProcess
 from streamjoin.join.window import JoinWindow
+from streamjoin.restore.ownership import OWNER_KEY, fence
 
 OUTCOME_TOPICS = ("attributed-clicks", "duplicate-clicks", "unattributed-clicks")
 
@@ -173,3 +175,35 @@ class PacedAds:
             name, part, offset = source.rsplit(":", 2)
             sources.add((name, int(part), int(offset)))
         return sources
+
+
+def assert_local_states_are_their_changelog(
+    bootstrap: str, topic: str, partitions: int, workers: list[WorkerProcess]
+) -> None:
+    """Each worker's RocksDB copy of each task (active or standby; its content,
+    not its local indexes) equals the task's changelog restored through the
+    fence up to the offset the copy says it holds: what the worker built by
+    running the task, or by following it, is what any later owner restores,
+    zombies' late writes left out."""
+    by_partition: dict[int, list[Any]] = {}
+    for _, record in run(read_topics(bootstrap, [topic])):
+        by_partition.setdefault(record.partition, []).append(record)
+    compared = 0
+    for partition in range(partitions):
+        records = sorted(by_partition.get(partition, []), key=lambda r: r.offset)
+        for worker in workers:
+            local, offset = read_rocksdb(worker.datadir, "billing-state", partition)
+            if offset is None:
+                continue
+            local.pop(OWNER_KEY, None)
+            # the due and expiry indexes are local: rebuilt when a task opens
+            local = {k: v for k, v in local.items() if k[:1] not in (DUE, EXPIRY)}
+            restored: dict[bytes, bytes] = {}
+            for r in fence(None, [r for r in records if r.offset <= offset]).apply:
+                if r.value is None:
+                    restored.pop(r.key, None)
+                else:
+                    restored[r.key] = r.value
+            assert local == restored, (worker.log_path.name, partition, offset)
+            compared += 1
+    assert compared >= partitions

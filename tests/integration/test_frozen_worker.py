@@ -22,17 +22,12 @@ import random
 import re
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
-from kafka_util import read_rocksdb, read_topics, run
-from paced_ads import PacedAds
+from paced_ads import PacedAds, assert_local_states_are_their_changelog
 from test_join_workers import _check_against_reference
 
-from streamjoin.ads.keys import DUE, EXPIRY
 from streamjoin.dev.broker import EmbeddedBroker
-from streamjoin.dev.process import WorkerProcess
-from streamjoin.restore.ownership import OWNER_KEY, fence
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
@@ -93,39 +88,9 @@ def test_workers_frozen_past_their_session_and_thawed_lose_and_misbill_no_click(
         assert "never applied" not in logs
         for worker in workers:
             assert worker.stop(timeout=60) == 0
-        _assert_every_local_state_is_its_changelog_restored(ads, workers)
+        topic = f"{ads.env['ADS_APP_ID']}-billing-state-changelog"
+        assert_local_states_are_their_changelog(
+            ads.broker.bootstrap, topic, ads.partitions, workers
+        )
     finally:
         ads.stop()
-
-
-def _assert_every_local_state_is_its_changelog_restored(
-    ads: PacedAds, workers: list[WorkerProcess]
-) -> None:
-    """Each worker's RocksDB copy of each task (active or standby; its content,
-    not its local indexes) equals the task's changelog restored through the
-    fence up to the offset the copy says it holds: what the worker built by
-    running the task, or by following it, is what any later owner restores,
-    zombies' late writes left out."""
-    topic = f"{ads.env['ADS_APP_ID']}-billing-state-changelog"
-    by_partition: dict[int, list[Any]] = {}
-    for _, record in run(read_topics(ads.broker.bootstrap, [topic])):
-        by_partition.setdefault(record.partition, []).append(record)
-    compared = 0
-    for partition in range(ads.partitions):
-        records = sorted(by_partition.get(partition, []), key=lambda r: r.offset)
-        for worker in workers:
-            local, offset = read_rocksdb(worker.datadir, "billing-state", partition)
-            if offset is None:
-                continue
-            local.pop(OWNER_KEY, None)
-            # the due and expiry indexes are local: rebuilt when a task opens
-            local = {k: v for k, v in local.items() if k[:1] not in (DUE, EXPIRY)}
-            restored: dict[bytes, bytes] = {}
-            for r in fence(None, [r for r in records if r.offset <= offset]).apply:
-                if r.value is None:
-                    restored.pop(r.key, None)
-                else:
-                    restored[r.key] = r.value
-            assert local == restored, (worker.log_path.name, partition, offset)
-            compared += 1
-    assert compared >= ads.partitions

@@ -1,0 +1,64 @@
+"""A crash at every step of a join batch: the restarted worker's state is its
+changelog restored, and every click gets the reference outcome, once.
+
+One worker of the ad app crashes (``os._exit``, no cleanup, as ``kill -9``)
+at a fault point of its 3rd batch (``STREAMJOIN_FAULT_POINT``, see
+:mod:`streamjoin.faust.fault_points`): after step 1's records were handed to
+the producer, after they were acknowledged, after step 2's were handed over
+and acknowledged, and between the RocksDB write and the input acks. It is
+restarted on the same data directory; every decided click then has exactly
+one distinct outcome (replays are byte-identical), the reference's, no
+valid record is late, and its RocksDB equals its changelog restored.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from kafka_util import wait_until
+from paced_ads import assert_local_states_are_their_changelog
+from test_join_workers import PARTITIONS, AdRun, _check_against_reference
+
+from streamjoin.ads.generator import generate
+from streamjoin.dev.broker import EmbeddedBroker
+from streamjoin.faust.fault_points import ENV, EXIT_STATUS
+
+pytestmark = [pytest.mark.broker, pytest.mark.slow]
+
+
+@pytest.mark.parametrize(
+    "point",
+    ["outputs-sent", "outputs-acked", "positions-sent", "positions-acked", "rocksdb-written"],
+)
+def test_a_crash_at_each_durability_step_loses_and_doubles_nothing(
+    broker: EmbeddedBroker, tmp_path: Path, point: str
+) -> None:
+    ads = AdRun(broker, tmp_path, f"ads-crash-{point}")
+    try:
+        worker = ads.worker("w1")
+        worker.env[ENV] = f"{point}:3"
+        worker.start().wait_for_log(r"Worker\]: Ready", timeout=90)
+        events = list(generate(ads.config(malformed_rate=0.0, impressions=1_500, seed=5)))
+        chunks = [events[i : i + 250] for i in range(0, len(events), 250)]
+        for chunk in chunks[: len(chunks) // 2]:
+            ads.produce(chunk)
+            time.sleep(0.3)  # a batch or more per chunk
+        wait_until(lambda: worker.returncode() is not None, 60, f"the crash at {point}")
+        assert worker.returncode() == EXIT_STATUS, worker.log_text()[-2000:]
+        assert f"fault point {point} reached" in worker.log_text()
+
+        del worker.env[ENV]
+        worker.start().wait_for_log(r"Worker\]: Ready", timeout=90)
+        for chunk in chunks[len(chunks) // 2 :]:
+            ads.produce(chunk)
+        outcomes = ads.wait_for_outcomes(timeout=120)
+        _check_against_reference(outcomes, ads.reference())
+        late = [r for r in ads.dead_letters() if b"late" in dict(r.headers)["streamjoin-reason"]]
+        assert late == []
+        assert worker.stop(timeout=30) == 0
+        topic = f"{ads.app_id}-billing-state-changelog"
+        assert_local_states_are_their_changelog(broker.bootstrap, topic, PARTITIONS, [worker])
+    finally:
+        ads.stop_all()
