@@ -5,12 +5,15 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 import click
 
 if TYPE_CHECKING:
-    from streamjoin.dev.broker import BrokerOptions
+    from streamjoin.dev.broker import EmbeddedBroker
+    from streamjoin.dev.faults import BrokerBehindProxy
 
 __all__ = ["broker_command"]
 
@@ -40,13 +43,28 @@ def broker_command(port: int, verbose: bool, faults: bool) -> None:
     read on standard input is a fault to inject (``help`` lists them).
     """
     from streamjoin.dev.broker import BrokerOptions, EmbeddedBroker
-    from streamjoin.dev.errors import DevError
 
     options = BrokerOptions(port=port, quiet=not verbose, die_with_parent=True)
-    if faults:
-        _with_faults(options, port)
+    if not faults:
+        broker = EmbeddedBroker(options)
+        _serve(broker, broker, f"listening on {broker.bootstrap}", lambda: None)
         return
-    broker = EmbeddedBroker(options)
+    from streamjoin.dev.faults import BrokerBehindProxy
+
+    behind = BrokerBehindProxy(replace(options, port=0), port=port)
+    _serve(
+        behind,
+        behind.broker,
+        f"behind a fault proxy on {behind.bootstrap}; type fault commands ('help' lists them)",
+        lambda: _read_fault_commands(behind),
+    )
+
+
+def _serve(service: Any, broker: EmbeddedBroker, where: str, started: Callable[[], None]) -> None:
+    """Start *service* (the broker, or the broker behind its proxy), print its
+    address, call *started*, and run until SIGINT or SIGTERM, then stop it."""
+    from streamjoin.dev.errors import DevError
+
     stop = threading.Event()
 
     def _on_signal(signum: int, _frame: object) -> None:
@@ -55,70 +73,38 @@ def broker_command(port: int, verbose: bool, faults: bool) -> None:
     previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         try:
-            broker.start()
+            service.start()
         except DevError as exc:
             raise click.ClickException(str(exc)) from exc
-        click.echo(broker.bootstrap)
-        click.echo(
-            f"embedded broker pid {broker.pid} listening on {broker.bootstrap}; Ctrl-C stops it",
-            err=True,
-        )
+        click.echo(service.bootstrap)
+        click.echo(f"embedded broker pid {broker.pid} {where}; Ctrl-C stops it", err=True)
         sys.stdout.flush()
+        started()
         while not stop.wait(0.5):
             if not broker.running():
                 raise click.ClickException("the embedded broker exited unexpectedly")
     finally:
-        broker.stop()
+        service.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     click.echo("embedded broker stopped", err=True)
 
 
-def _with_faults(options: BrokerOptions, port: int) -> None:
-    """``--faults``: the broker behind a fault proxy on *port*, driven from stdin."""
-    from dataclasses import replace
+def _read_fault_commands(behind: BrokerBehindProxy) -> None:
+    """Carry out each line of standard input as a fault command, in a thread."""
+    from streamjoin.dev.faults import run_command
 
-    from streamjoin.dev.errors import DevError
-    from streamjoin.dev.faults import BrokerBehindProxy, run_command
+    proxy = behind.proxy
+    if proxy is None:  # start() sets it or raises
+        raise click.ClickException("the fault proxy did not start")
 
-    behind = BrokerBehindProxy(replace(options, port=0), port=port)
-    stop = threading.Event()
+    def read_commands() -> None:
+        for line in sys.stdin:
+            try:
+                reply = run_command(proxy, line)
+            except ValueError as exc:
+                reply = f"error: {exc}"
+            if reply:
+                click.echo(reply, err=True)
 
-    def _on_signal(signum: int, _frame: object) -> None:
-        stop.set()
-
-    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        try:
-            behind.start()
-        except DevError as exc:
-            raise click.ClickException(str(exc)) from exc
-        proxy = behind.proxy
-        if proxy is None:  # start() sets it or raises
-            raise click.ClickException("the fault proxy did not start")
-        click.echo(behind.bootstrap)
-        click.echo(
-            f"embedded broker pid {behind.broker.pid} behind a fault proxy on "
-            f"{behind.bootstrap}; type fault commands ('help' lists them), Ctrl-C stops it",
-            err=True,
-        )
-        sys.stdout.flush()
-
-        def read_commands() -> None:
-            for line in sys.stdin:
-                try:
-                    reply = run_command(proxy, line)
-                except ValueError as exc:
-                    reply = f"error: {exc}"
-                if reply:
-                    click.echo(reply, err=True)
-
-        threading.Thread(target=read_commands, daemon=True).start()
-        while not stop.wait(0.5):
-            if not behind.broker.running():
-                raise click.ClickException("the embedded broker exited unexpectedly")
-    finally:
-        behind.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    click.echo("embedded broker stopped", err=True)
+    threading.Thread(target=read_commands, daemon=True).start()

@@ -66,6 +66,13 @@ class PacedAds:
         self.workers.append(worker)
         return worker
 
+    def start_workers(self, *names: str) -> list[WorkerProcess]:
+        """Start a worker of each name and wait until every one is ready."""
+        workers = [self.worker(name).start() for name in names]
+        for worker in workers:
+            worker.wait_for_log(r"Worker\]: Ready", timeout=90)
+        return workers
+
     def start_generator(
         self, *, seed: int, duration: int, rate: int, speed: int, malformed_rate: float = 0.01
     ) -> None:

@@ -68,11 +68,7 @@ def test_cut_stalled_and_slow_connections_lose_and_misbill_no_click(
     assert proxy is not None
     try:
         ads.start_generator(seed=21, duration=1200, rate=4, speed=20)
-        workers = [ads.worker("c1"), ads.worker("c2")]
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.wait_for_log(r"Worker\]: Ready", timeout=90)
+        workers = ads.start_workers("c1", "c2")
         time.sleep(3)
         done = _inject(proxy)
         healed = time.monotonic()

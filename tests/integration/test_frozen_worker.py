@@ -63,11 +63,7 @@ def test_workers_frozen_past_their_session_and_thawed_lose_and_misbill_no_click(
     try:
         # the generator creates the topics (8 partitions) before any worker starts
         ads.start_generator(seed=12 + seed, duration=1200, rate=4, speed=20)
-        workers = [ads.worker("f1"), ads.worker("f2")]
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.wait_for_log(r"Worker\]: Ready", timeout=90)
+        workers = ads.start_workers("f1", "f2")
         time.sleep(3)
         for who, before, frozen in schedule(seed):
             time.sleep(before)
