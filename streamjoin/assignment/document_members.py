@@ -320,3 +320,4 @@ def _members_in_bulk(
     ):
         return tuple(members)
     return None
+

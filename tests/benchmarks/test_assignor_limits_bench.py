@@ -29,11 +29,8 @@ def test_every_step_is_timed_inside_the_call_and_unwrapped_after() -> None:
         for member in document["members"]
         for field in ("actives", "standbys", "warmups")
         for parts in member.get(field, {}).values()
-    ) + sum(
-        len(offsets)
-        for member in document["members"]
-        for offsets in member.get("offsets", {}).values()
-    )
+    ) + sum(len(offsets) for member in document["members"]
+            for offsets in member.get("offsets", {}).values())
     assert found["entries"] == reported > 0
     table = assignor_limits.report("a-join", "rebalance", 2, found)
     assert "read claims and offsets" in table and "floor:" in table

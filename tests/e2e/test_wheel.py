@@ -72,7 +72,9 @@ def test_every_module_of_the_wheel_imports_outside_the_checkout(
         assert not [n for n in wheel.namelist() if n.startswith(("examples/", "tests/"))]
 
 
-def test_the_installed_commands_start_outside_the_checkout(installed: Any, tmp_path: Path) -> None:
+def test_the_installed_commands_start_outside_the_checkout(
+    installed: Any, tmp_path: Path
+) -> None:
     for argv in (
         [str(installed.streamjoin), "--help"],
         [str(installed.python), "-m", "streamjoin", "--help"],

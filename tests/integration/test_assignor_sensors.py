@@ -15,6 +15,7 @@ from streamjoin.dev.process import WorkerProcess
 pytestmark = pytest.mark.broker
 
 
+
 def _calls(datadirs: list[Path]) -> list[dict[str, Any]]:
     found = []
     for datadir in datadirs:

@@ -156,7 +156,6 @@ def test_a_joining_worker_warms_up_then_gets_its_share_with_the_fewest_moves(
     warmup_line = c.wait_for_log(r"warm-ups 2 changelog partition", 5)[0]
     assert "(changelog partitions: 0 warm, 0 cold)" in warmup_line
     c.wait_for_log(r"requesting a follow-up rebalance", 5)
-
     # the follow-up moved them warm: c restored (almost) nothing when it took them over
     def restored() -> dict[int, int] | None:
         status = group.status("c") or {}

@@ -16,6 +16,7 @@ from streamjoin.dev.process import WorkerProcess
 pytestmark = pytest.mark.broker
 
 
+
 async def _produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]) -> None:
     from aiokafka import AIOKafkaProducer
 

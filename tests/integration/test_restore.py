@@ -282,7 +282,6 @@ def test_standby_holder_restores_only_what_it_had_not_applied(
 
     standby_offsets = wait_until(standby_caught_up, 60, "b's standbys to catch up")
     assert sum(o + 1 for o in standby_offsets.values()) > 0
-
     # it kept to its share: after rounds that kept it busy t s it rested 3t (share 0.25);
     # nothing new arrives now, so the last rest ends and the totals settle
     def pacing_settled() -> dict[str, Any] | None:

@@ -31,14 +31,8 @@ def run_worker(*args: str, cwd: Path = APPS_DIR) -> subprocess.CompletedProcess[
 def test_unreachable_broker_is_one_line_and_nonzero(tmp_path: Path) -> None:
     port = free_port()  # nothing listens there
     result = run_worker(
-        "-A",
-        "apps.counter:app",
-        "--broker",
-        f"kafka://127.0.0.1:{port}",
-        "--datadir",
-        str(tmp_path),
-        "--broker-timeout",
-        "1",
+        "-A", "apps.counter:app", "--broker", f"kafka://127.0.0.1:{port}",
+        "--datadir", str(tmp_path), "--broker-timeout", "1",
     )
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
@@ -96,7 +90,8 @@ def test_worker_is_configured_by_environment_variables_alone(tmp_path: Path) -> 
 
 def test_contradicting_security_settings_are_one_line_and_nonzero(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-c", CLI, "worker", "-A", "apps.counter:app", "--datadir", str(tmp_path)],
+        [sys.executable, "-c", CLI, "worker", "-A", "apps.counter:app",
+         "--datadir", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=60,

@@ -18,7 +18,9 @@ def _joined(kafka_id: str, stable: str) -> JoinedMember:
     return JoinedMember(kafka_id, tuple(sorted(PARTITIONS)), info)
 
 
-def _shares(standbys: int = 1, joined: list[JoinedMember] | None = None) -> tuple[dict, object]:
+def _shares(
+    standbys: int = 1, joined: list[JoinedMember] | None = None
+) -> tuple[dict, object]:
     if joined is None:
         joined = [_joined("k-b", "b"), _joined("k-a", "a"), _joined("k-c", "c")]
     state, kafka_ids = build_group_state(
