@@ -80,7 +80,8 @@ class FaultProxy:
         self._thread: threading.Thread | None = None
         self._server: asyncio.base_events.Server | None = None
         self._conns: set[_Connection] = set()
-        self._changed: asyncio.Event | None = None
+        #: set (and replaced) whenever the faults change; made on the proxy's loop
+        self._changed = asyncio.Event()
 
     # -- life cycle ------------------------------------------------------------------
 
@@ -171,13 +172,11 @@ class FaultProxy:
         """Change the faults on the proxy's loop; returns once they are in force."""
 
         async def apply() -> None:
-            values = {**self.faults.__dict__, **changes}
-            self.faults = Faults(**values)
+            self.faults = replace(self.faults, **changes)  # type: ignore[arg-type]
             for conn in self._conns:
                 conn.budget = self.faults.cut_after
-            if self._changed is not None:
-                self._changed.set()
-                self._changed = asyncio.Event()
+            self._changed.set()
+            self._changed = asyncio.Event()
 
         self._call(apply())
 
@@ -195,7 +194,7 @@ class FaultProxy:
     # -- the proxy (on its loop) -------------------------------------------------------
 
     async def _serve(self) -> None:
-        self._changed = asyncio.Event()
+        self._changed = asyncio.Event()  # bound to this loop
         self._server = await asyncio.start_server(self._accept, LOOPBACK, self.port)
         self.port = int(self._server.sockets[0].getsockname()[1])
 
@@ -220,12 +219,9 @@ class FaultProxy:
             left = self.faults.stalled_until - time.monotonic()
             if left <= 0:
                 return
-            changed = self._changed
-            if changed is None:
-                await asyncio.sleep(left)
-                continue
+            # heal() or a new stall sets the event: look again at once
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), left)
+                await asyncio.wait_for(self._changed.wait(), left)
 
     async def _cut_all(self) -> int:
         conns = list(self._conns)

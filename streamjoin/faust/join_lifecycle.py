@@ -85,11 +85,12 @@ class TaskLifecycle:
     def _still_owner(self, epoch: int, touched: list[JoinTask]) -> bool:
         """May the batch begun in *epoch* go on to its next durability step?
 
-        Not once a rebalance began (its tasks may move), the session lease ran
-        out (the group may have given them away) or a task's owner token is
-        no longer current. Then the batch is abandoned: nothing more of it is
-        sent, written to RocksDB or acked, and its tasks are dropped (they
-        open again from their restored state). What it sent already is a
+        Not once a revoke stopped waiting for it (its tasks are being handed
+        over, see :meth:`on_revoked`), the session lease ran out (the group may
+        have given them away) or a task's owner token is no longer current.
+        Then the batch is abandoned: nothing more of it is sent, written to
+        RocksDB or acked, and its tasks are dropped (they open again from
+        their restored state). What it sent already is a
         prefix of a batch, as after a crash; what reaches the changelog after
         another owner's fence marker is skipped by whoever restores it.
         """
@@ -157,7 +158,7 @@ class TaskLifecycle:
 
     def _token(self, partition: int) -> bytes | None:
         """The owner token this worker writes *partition*'s changelog with."""
-        ownership = getattr(self.app.tables, "ownership", None)
+        ownership = self._ownership()
         return None if ownership is None else ownership.token(self.changelog_topic, partition)
 
     def _owned(self, partition: int) -> bool:
@@ -170,8 +171,7 @@ class TaskLifecycle:
             if restored is None or restored <= abandoned:
                 return False
             del self._abandoned[partition]
-        ownership = getattr(self.app.tables, "ownership", None)
-        return ownership is None or self._token(partition) is not None
+        return self._ownership() is None or self._token(partition) is not None
 
     def _task(self, partition: int) -> JoinTask:
         """The live task of *partition*: the one parked across the rebalance when

@@ -168,7 +168,8 @@ class Join(TaskLifecycle):
         self._wake = asyncio.Event()
         #: seeks under way (inputs read again from a task's position)
         self._seeks: set[asyncio.Future[None]] = set()
-        #: bumped at every revoke: a batch begun before it is not made durable after it
+        #: bumped when a revoke stops waiting for the batch in flight (see on_revoked):
+        #: a batch begun before it is not made durable after it
         self._epoch = 0
         #: whether the lapse of the session lease was logged (once per lapse)
         self._lapse_logged = False

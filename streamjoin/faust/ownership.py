@@ -20,6 +20,7 @@ join's state table is): only fenced changelogs get markers and owner headers.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import time
@@ -50,8 +51,6 @@ class TaskOwnership:
         self.tables = tables
         self.lease = SessionLease(float(app.conf.broker_session_timeout))
         self.book: Ownership[Any] = Ownership(new_token=lambda: os.urandom(8))
-        #: rebalances that kept / re-marked partitions (for the logs and tests)
-        self.kept: list[Any] = []
 
     # -- the lease -------------------------------------------------------------------
 
@@ -90,13 +89,13 @@ class TaskOwnership:
         read = getattr(self.app.assignor, "assigned_actives", None)
         actives = read() if read is not None else set()
         owned = sorted(tp for tp in actives if tp.topic in fenced)
-        self.kept = self.book.begin(generation_id, owned, self.lease.losses)
+        kept = self.book.begin(generation_id, owned, self.lease.losses)
         if owned:
             logger.info(
                 "ownership: generation %d keeps %d fenced changelog partition(s), "
-                "takes over %d (fence markers first)",
+                "takes over %d (fenced once restored)",
                 generation_id,
-                len(self.kept),
+                len(kept),
                 len(self.book.pending),
             )
 
@@ -147,9 +146,8 @@ class TaskOwnership:
                 return None
             await asyncio.sleep(_LEASE_POLL)
         owner = first_owner(token) if current is None else current.successor(token)
-        value = (
-            f'{{"epoch": {owner.epoch}, "generation": {self.book.generation}, '
-            f'"owner": "{token.hex()}"}}'
+        value = json.dumps(
+            {"epoch": owner.epoch, "generation": self.book.generation, "owner": token.hex()}
         ).encode()
         fut = await self.app.producer.send(
             tp.topic, fence_key(token), value, tp.partition, None, [(FENCE_HEADER, owner.encode())]

@@ -46,19 +46,16 @@ class SessionLease:
         self.renewed_at: float | None = None
         #: times the coordinator said this member's session or generation was gone
         self.losses = 0
-        #: monotonic time of the latest loss or expiry noticed (``None``: none)
-        self.lost_at: float | None = None
 
     def renew(self, sent_at: float) -> None:
         """A renewing request sent at *sent_at* was answered without error."""
         if self.renewed_at is None or sent_at > self.renewed_at:
             self.renewed_at = sent_at
 
-    def lose(self, now: float) -> None:
+    def lose(self) -> None:
         """The coordinator answered that this member or its generation is gone."""
         self.renewed_at = None
         self.losses += 1
-        self.lost_at = now
 
     def expires_at(self) -> float | None:
         """Monotonic time after which the member must not write (``None``: no lease)."""
@@ -70,11 +67,3 @@ class SessionLease:
         """May the member still write for the tasks of its current generation?"""
         expires = self.expires_at()
         return expires is not None and now < expires
-
-    def describe(self, now: float) -> dict[str, float | int | None]:
-        """The lease as JSON-ready numbers (seconds left, losses)."""
-        expires = self.expires_at()
-        return {
-            "seconds_left": None if expires is None else round(expires - now, 3),
-            "losses": self.losses,
-        }

@@ -57,7 +57,6 @@ __all__ = [
     "fence",
     "fence_key",
     "first_owner",
-    "header",
     "judge",
 ]
 
@@ -113,17 +112,6 @@ class Headed(Protocol):
 
 
 R = TypeVar("R", bound=Headed)
-
-
-def header(record: Headed, name: str) -> bytes | None:
-    """The value of header *name* of *record*, ``None`` when it has none."""
-    headers = record.headers
-    if not headers:
-        return None
-    for key, value in headers:
-        if key == name:
-            return value
-    return None
 
 
 @dataclass(frozen=True)
@@ -244,8 +232,3 @@ class Ownership(Generic[K]):
     def token(self, partition: K) -> bytes | None:
         """The token this member writes *partition* with (``None``: not its own now)."""
         return self.tokens.get(partition)
-
-    def drop(self) -> None:
-        """Forget every token: this member owns nothing until the next rebalance."""
-        self.tokens = {}
-        self.pending = {}

@@ -25,6 +25,19 @@ from streamjoin.restore.ownership import OWNER_KEY, fence
 OUTCOME_TOPICS = ("attributed-clicks", "duplicate-clicks", "unattributed-clicks")
 
 
+def outcomes_by_click(bootstrap: str, prefix: str) -> dict[str, list[dict[str, Any]]]:
+    """Every outcome on the outcome topics under *prefix*, per click id; each
+    document also holds its topic (``_topic``, without the prefix) and key (``_key``)."""
+    by_click: dict[str, list[dict[str, Any]]] = {}
+    topics = [prefix + t for t in OUTCOME_TOPICS]
+    for topic, record in run(read_topics(bootstrap, topics)):
+        doc = json.loads(record.value)
+        doc["_topic"] = topic[len(prefix) :]
+        doc["_key"] = record.key.decode()
+        by_click.setdefault(doc["click_id"], []).append(doc)
+    return by_click
+
+
 class PacedAds:
     """One paced run: topics under *prefix*, workers with one standby each."""
 
@@ -149,14 +162,7 @@ class PacedAds:
         return reference, malformed
 
     def outcomes(self) -> dict[str, list[dict[str, Any]]]:
-        by_click: dict[str, list[dict[str, Any]]] = {}
-        topics = [self.prefix + t for t in OUTCOME_TOPICS]
-        for topic, rec in run(read_topics(self.broker.bootstrap, topics)):
-            doc = json.loads(rec.value)
-            doc["_topic"] = topic[len(self.prefix) :]
-            doc["_key"] = rec.key.decode()
-            by_click.setdefault(doc["click_id"], []).append(doc)
-        return by_click
+        return outcomes_by_click(self.broker.bootstrap, self.prefix)
 
     def wait_for_outcomes(
         self, reference: dict[str, ClickOutcome], timeout: float

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from kafka_util import create_topic, end_offsets, produce_events, read_topics, run, wait_until
+from paced_ads import outcomes_by_click
 
 from streamjoin.ads.attribution import Click, ClickOutcome, Impression, attribute
 from streamjoin.ads.generator import Event, GeneratorConfig, generate
@@ -32,7 +33,6 @@ REPO = Path(__file__).resolve().parents[2]
 PARTITIONS = 4
 GRACE_MS = 5_000
 WINDOW = JoinWindow(before=0, after=30 * 60 * 1000, grace=GRACE_MS)
-OUTCOME_TOPICS = ("attributed-clicks", "duplicate-clicks", "unattributed-clicks")
 
 
 @dataclass
@@ -93,14 +93,7 @@ class AdRun:
         self.produced.extend(Produced(e, p, o) for e, p, o in sent)
 
     def outcomes(self) -> dict[str, list[dict[str, Any]]]:
-        topics = [self.prefix + t for t in OUTCOME_TOPICS]
-        by_click: dict[str, list[dict[str, Any]]] = {}
-        for topic, record in run(read_topics(self.broker.bootstrap, topics)):
-            doc = json.loads(record.value)
-            doc["_topic"] = topic[len(self.prefix) :]
-            doc["_key"] = record.key.decode()
-            by_click.setdefault(doc["click_id"], []).append(doc)
-        return by_click
+        return outcomes_by_click(self.broker.bootstrap, self.prefix)
 
     def dead_letters(self) -> list[Any]:
         topic = self.prefix + "ads-dead-letters"
@@ -410,15 +403,9 @@ def test_the_example_readme_settings_dead_letter_no_valid_record(
     reference = {
         cid: o for cid, o in attribute(impressions, clicks, window).items() if cid in decided
     }
-    outcome_topics = [prefix + t for t in OUTCOME_TOPICS]
 
     def outcomes() -> dict[str, list[dict[str, Any]]] | None:
-        by_click: dict[str, list[dict[str, Any]]] = {}
-        for topic, rec in run(read_topics(ads.broker.bootstrap, outcome_topics)):
-            doc = json.loads(rec.value)
-            doc["_topic"] = topic[len(prefix) :]
-            doc["_key"] = rec.key.decode()
-            by_click.setdefault(doc["click_id"], []).append(doc)
+        by_click = outcomes_by_click(ads.broker.bootstrap, prefix)
         return by_click if set(by_click) >= set(reference) else None
 
     got = wait_until(outcomes, 180, "an outcome for every decided click", interval=2.0)

@@ -1,5 +1,5 @@
-"""``archive_topics(app, root, ...)``: a faust sink agent that archives topics as
-Parquet.
+"""The faust sink agent that archives topics as Parquet (declared by
+:func:`~streamjoin.ads.archive.declare.archive_topics`).
 
 One agent reads every archived topic (raw bytes) with manual acks. A worker
 gives each source topic-partition a

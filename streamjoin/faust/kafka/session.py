@@ -71,7 +71,7 @@ def install_lease(aio: Any, lease: SessionLease) -> bool:
             if code in _RENEWED:
                 lease.renew(sent)
             elif code in _GONE:
-                lease.lose(time.monotonic())
+                lease.lose()
                 logger.warning(
                     "group session: the coordinator answered %s with error %s; "
                     "this worker writes nothing for its tasks until it has rejoined",
@@ -82,8 +82,6 @@ def install_lease(aio: Any, lease: SessionLease) -> bool:
 
     coordinator._send_req = _send_req
     coordinator._streamjoin_lease = lease
-    # the member is joining now (the assignor asks for its metadata in the join):
-    # its JoinGroup renews the lease once answered
     return True
 
 

@@ -28,7 +28,7 @@ def test_a_frozen_member_finds_its_lease_run_out_when_it_thaws() -> None:
 def test_a_loss_ends_the_lease_until_a_new_renewal_and_is_counted() -> None:
     lease = SessionLease(6.0)
     lease.renew(1.0)
-    lease.lose(2.0)
+    lease.lose()
     assert not lease.valid(2.0) and lease.losses == 1
     lease.renew(3.0)
     assert lease.valid(4.0) and lease.losses == 1
