@@ -25,7 +25,7 @@ from test_join_workers import _check_against_reference
 
 from streamjoin.dev.faults import BrokerBehindProxy, FaultProxy
 
-pytestmark = [pytest.mark.broker, pytest.mark.slow]
+pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.faults]
 
 #: seconds from the last heal to every decided click's outcome, at most
 SETTLE_S = 120.0
