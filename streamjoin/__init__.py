@@ -15,8 +15,8 @@ __version__ = "0.1.0"
 # public name -> "module:attribute", imported on first access
 _LAZY: dict[str, str] = {
     "App": "streamjoin.faust.app:App",
-    "PartitionAssignor": "streamjoin.faust.assignor:PartitionAssignor",
-    "TableManager": "streamjoin.faust.tables:TableManager",
+    "PartitionAssignor": "streamjoin.faust.assignment.assignor:PartitionAssignor",
+    "TableManager": "streamjoin.faust.restore.tables:TableManager",
 }
 
 __all__ = ["ConfigurationError", "StreamjoinError", "__version__", *sorted(_LAZY)]

@@ -37,8 +37,8 @@ def check_command(app_spec: str, broker: str | None, timeout: float) -> None:
     Exit status 0 when everything fits, 1 with one line per problem otherwise.
     """
     from streamjoin.errors import StreamjoinError
-    from streamjoin.faust.checks import topic_problems
-    from streamjoin.faust.metadata import declared_topics, partition_counts
+    from streamjoin.faust.kafka.checks import topic_problems
+    from streamjoin.faust.kafka.metadata import declared_topics, partition_counts
     from streamjoin.worker.options import broker_urls
     from streamjoin.worker.run import check_broker, load_app
 

@@ -6,7 +6,7 @@ them can still be overridden by passing the faust setting explicitly:
 * ``store="rocksdb://"``: table state in RocksDB through rocksdict, one
   database per table partition under the worker's data directory.
 * ``TableManager="streamjoin:TableManager"``: streamjoin's table restoration
-  (see :mod:`streamjoin.faust.tables`) instead of faust's recovery.
+  (see :mod:`streamjoin.faust.restore.tables`) instead of faust's recovery.
 * ``PartitionAssignor="streamjoin:PartitionAssignor"`` (:data:`ASSIGNOR`):
   streamjoin's sticky, balanced, rack-aware, warm-first assignor.
 * Group timeouts short enough for a group of workers to settle within
@@ -105,10 +105,10 @@ class App(faust.App):
                 of the value and the original size in ``streamjoin-size``.
 
         Returns:
-            the :class:`streamjoin.faust.join_operator.Join`; its ``outputs``
+            the :class:`streamjoin.faust.join.operator.Join`; its ``outputs``
             are faust topics that ``@app.agent`` functions can consume.
         """
-        from streamjoin.faust.join_operator import Join
+        from streamjoin.faust.join.operator import Join
         from streamjoin.join.errors import JoinConfigError
 
         if name in self.joins:

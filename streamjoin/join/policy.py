@@ -4,7 +4,7 @@ A :class:`JoinPolicy` turns the raw records of the two joined topics into the
 policy's own record types (or rejects them with :class:`BadRecord`), builds
 the per-task logic over a task's :class:`~streamjoin.join.state.KVState`,
 and encodes what the logic emits as :class:`Emission` objects addressed to a
-named output. The runtime (``streamjoin.faust.join_operator``) does every I/O.
+named output. The runtime (``streamjoin.faust.join.operator``) does every I/O.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A join's per-task logic reads and writes ordered byte keys; the runtime decides
 where they live: :class:`MemoryState` here (tests, batch use), RocksDB with a
-Kafka changelog in :mod:`streamjoin.faust.join_operator`. Two kinds of writes:
+Kafka changelog in :mod:`streamjoin.faust.join.operator`. Two kinds of writes:
 
 * ``put``/``delete``: the task's *content* (records, decisions, stream time);
   durable backends changelog them, so a standby or a new owner rebuilds it.

@@ -273,7 +273,7 @@ def run_worker(options: WorkerOptions) -> int:
     app = load_app(options.app)
     configure_app(app, options, settings)
     check_broker(list(app.conf.broker), options.broker_timeout)
-    from streamjoin.faust.checks import check_topics
+    from streamjoin.faust.kafka.checks import check_topics
 
     check_topics(app, options.broker_timeout)
     from streamjoin.faust.runner import run_app

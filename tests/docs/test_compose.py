@@ -105,7 +105,7 @@ def app_topics(env_items: tuple[tuple[str, str], ...], archive_dir: str) -> dict
 import json, faust
 from streamjoin.ads.app import create_app
 app = create_app().app
-from streamjoin.faust.metadata import declared_topics
+from streamjoin.faust.kafka.metadata import declared_topics
 external = set()
 for agent in app.agents.values():
     ch = agent.channel

@@ -3,7 +3,7 @@ changelog restored, and every click gets the reference outcome, once.
 
 One worker of the ad app crashes (``os._exit``, no cleanup, as ``kill -9``)
 at a fault point of its 3rd batch (``STREAMJOIN_FAULT_POINT``, see
-:mod:`streamjoin.faust.fault_points`): after step 1's records were handed to
+:mod:`streamjoin.faust.join.fault_points`): after step 1's records were handed to
 the producer, after they were acknowledged, after step 2's were handed over
 and acknowledged, and between the RocksDB write and the input acks. It is
 restarted on the same data directory; every decided click then has exactly
@@ -23,7 +23,7 @@ from test_join_workers import PARTITIONS, AdRun, _check_against_reference
 
 from streamjoin.ads.generator import generate
 from streamjoin.dev.broker import EmbeddedBroker
-from streamjoin.faust.fault_points import ENV, EXIT_STATUS
+from streamjoin.faust.join.fault_points import ENV, EXIT_STATUS
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 

@@ -10,7 +10,7 @@ from kafka_util import create_topic, produce, run
 from yarl import URL
 
 from streamjoin.dev.broker import EmbeddedBroker
-from streamjoin.faust.range_read import read_range
+from streamjoin.faust.kafka.range_read import read_range
 
 pytestmark = pytest.mark.broker
 

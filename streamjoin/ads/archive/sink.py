@@ -213,7 +213,7 @@ class ArchiveSink:
         app's consumer stays where it is: a seek would make every agent read
         them again). Malformed records and late-topic letters are only counted.
         """
-        from streamjoin.faust.range_read import read_range
+        from streamjoin.faust.kafka.range_read import read_range
 
         topic, partition = ledger.topic, ledger.partition
         found = buffered = 0

@@ -27,7 +27,7 @@ import faust
 
 import streamjoin
 from streamjoin.faust.app import GROUP_TIMEOUTS
-from streamjoin.faust.restorer import Restorer, RestoreSettings
+from streamjoin.faust.restore.restorer import Restorer, RestoreSettings
 
 APP_ID = os.environ.get("SJ_TEST_APP_ID", "sj-counter")
 PARTITIONS = int(os.environ.get("SJ_TEST_PARTITIONS", "4"))

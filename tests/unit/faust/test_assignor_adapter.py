@@ -14,7 +14,7 @@ from aiokafka.coordinator.protocol import ConsumerProtocolMemberMetadata
 from aiokafka.protocol.metadata import MetadataResponse_v0
 
 import streamjoin
-from streamjoin.faust.assignor import PartitionAssignor
+from streamjoin.faust.assignment.assignor import PartitionAssignor
 from streamjoin.membership.userdata import decode_assignment
 
 

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rocksdict import Options, Rdict
 
-from streamjoin.faust.changelog_store import RocksdictWriter
+from streamjoin.faust.restore.changelog_store import RocksdictWriter
 from streamjoin.restore.ownership import (
     FENCE_HEADER,
     OWNER_HEADER,

@@ -15,8 +15,8 @@ from typing import Any
 from aiokafka.errors import IllegalStateError
 from faust.types import TP
 
-from streamjoin.faust.fetch_guard import install_fetch_guard
-from streamjoin.faust.join_tasks import Fetched
+from streamjoin.faust.kafka.fetch_guard import install_fetch_guard
+from streamjoin.faust.join.tasks import Fetched
 
 A, B, C = TP("clicks", 0), TP("clicks", 1), TP("outcomes", 0)
 

@@ -7,10 +7,10 @@ from types import SimpleNamespace
 import pytest
 
 from streamjoin.ads.policy import AdAttribution
-from streamjoin.faust.join_declare import check_record_limit
-from streamjoin.faust.join_router import OVERSIZED_KEPT, SIZE_HEADER, RecordRouter
-from streamjoin.faust.join_stats import JoinStats
-from streamjoin.faust.join_tasks import RIGHT, Fetched, JoinTask
+from streamjoin.faust.join.declare import check_record_limit
+from streamjoin.faust.join.router import OVERSIZED_KEPT, SIZE_HEADER, RecordRouter
+from streamjoin.faust.join.stats import JoinStats
+from streamjoin.faust.join.tasks import RIGHT, Fetched, JoinTask
 from streamjoin.join.errors import JoinConfigError
 
 

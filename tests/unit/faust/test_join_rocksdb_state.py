@@ -9,7 +9,7 @@ import rocksdict
 
 from streamjoin.ads.attribution import Click, Impression, attribute
 from streamjoin.ads.policy import AdAttribution
-from streamjoin.faust.batch_state import BatchState
+from streamjoin.faust.join.batch_state import BatchState
 from streamjoin.join.window import JoinWindow
 
 WINDOW = JoinWindow(before=0, after=3_000, grace=1_000)

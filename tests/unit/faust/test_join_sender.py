@@ -6,7 +6,7 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any
 
-from streamjoin.faust.join_batch import Sender, acknowledged
+from streamjoin.faust.join.batch import Sender, acknowledged
 
 
 class _Builder:

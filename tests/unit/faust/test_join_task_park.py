@@ -17,9 +17,9 @@ import pytest
 import rocksdict
 
 from streamjoin.ads.policy import AdAttribution
-from streamjoin.faust.join_router import RecordRouter
-from streamjoin.faust.join_stats import JoinStats, ProgressLog
-from streamjoin.faust.join_tasks import LEFT, RIGHT, Chunk, Fetched, JoinTask, Output
+from streamjoin.faust.join.router import RecordRouter
+from streamjoin.faust.join.stats import JoinStats, ProgressLog
+from streamjoin.faust.join.tasks import LEFT, RIGHT, Chunk, Fetched, JoinTask, Output
 from streamjoin.join import keys
 from streamjoin.join.window import JoinWindow
 

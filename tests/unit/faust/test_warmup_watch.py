@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streamjoin.faust.warmup_watch import MAX_DELAY, REPEAT_DELAY, WarmupWatch
+from streamjoin.faust.restore.warmup_watch import MAX_DELAY, REPEAT_DELAY, WarmupWatch
 
 
 class Clock:

@@ -3,7 +3,7 @@
 The checks run before anything is declared, so a join that is refused leaves
 the app untouched: the two sides are single, distinct, co-partitioned topics;
 the batching knobs are in range; the app restores tables with streamjoin's
-:class:`~streamjoin.faust.tables.TableManager`; every output override names an
+:class:`~streamjoin.faust.restore.tables.TableManager`; every output override names an
 output the policy emits. Then the join's topics (outputs, dead letters, the
 source both sides are read from, all raw bytes), its changelogged state table
 and its co-partition group are declared on the app.
@@ -19,7 +19,7 @@ from streamjoin.join.errors import JoinConfigError
 from streamjoin.join.policy import JoinPolicy
 
 if TYPE_CHECKING:
-    from streamjoin.faust.join_operator import Join
+    from streamjoin.faust.join.operator import Join
 
 __all__ = [
     "RAW",
@@ -91,7 +91,7 @@ def check_record_limit(name: str, max_record_bytes: int) -> int:
 
 def check_table_manager(app: Any, name: str) -> None:
     """Raise :class:`JoinConfigError` unless *app* restores tables with streamjoin's manager."""
-    from streamjoin.faust.tables import TableManager
+    from streamjoin.faust.restore.tables import TableManager
 
     manager = app.conf.TableManager
     if not (isinstance(manager, type) and issubclass(manager, TableManager)):

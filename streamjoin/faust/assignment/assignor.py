@@ -33,9 +33,9 @@ from faust.types.assignor import HostToPartitionMap, PartitionAssignorT
 from faust.types.tuples import TP
 from yarl import URL
 
-from streamjoin.faust.assign_hooks import observed_assignment
-from streamjoin.faust.assign_leader import lead
-from streamjoin.faust.member_file import MemberFile
+from streamjoin.faust.assignment.hooks import observed_assignment
+from streamjoin.faust.assignment.leader import lead
+from streamjoin.faust.assignment.member_file import MemberFile
 from streamjoin.membership.settings import MemberSettings
 from streamjoin.membership.userdata import (
     AssignmentInfo,
@@ -92,7 +92,7 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
 
         Called on the consumer's thread just before it sends JoinGroup: the
         worker's session lease starts following the coordinator's answers here
-        (see :mod:`streamjoin.faust.ownership`).
+        (see :mod:`streamjoin.faust.restore.ownership`).
         """
         ownership = getattr(self.app.tables, "ownership", None)
         if ownership is not None:

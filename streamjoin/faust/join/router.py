@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from streamjoin.faust.join_tasks import Output
+from streamjoin.faust.join.tasks import Output
 from streamjoin.join.errors import JoinConfigError
 from streamjoin.join.policy import (
     DEAD_LETTER,
@@ -24,8 +24,8 @@ from streamjoin.join.policy import (
 )
 
 if TYPE_CHECKING:
-    from streamjoin.faust.join_stats import JoinStats
-    from streamjoin.faust.join_tasks import JoinTask
+    from streamjoin.faust.join.stats import JoinStats
+    from streamjoin.faust.join.tasks import JoinTask
 
 __all__ = ["OVERSIZED_KEPT", "SIZE_HEADER", "RecordRouter"]
 

@@ -1,4 +1,4 @@
-"""The group leader's part of :class:`~streamjoin.faust.assignor.PartitionAssignor`.
+"""The group leader's part of :class:`~streamjoin.faust.assignment.assignor.PartitionAssignor`.
 
 Decode every member's userdata, build the group state (with this worker's
 ``acceptable_recovery_lag`` and ``max_warmup_replicas``), run the pure core,
@@ -26,7 +26,7 @@ from streamjoin.membership.userdata import decode_member, encode_assignment
 
 __all__ = ["lead"]
 
-logger = logging.getLogger("streamjoin.faust.assignor")
+logger = logging.getLogger("streamjoin.faust.assignment.assignor")
 
 
 def lead(

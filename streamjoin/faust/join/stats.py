@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from streamjoin.faust.join_tasks import SIDES, JoinTask
+from streamjoin.faust.join.tasks import SIDES, JoinTask
 
 if TYPE_CHECKING:
-    from streamjoin.faust.join_operator import Join
+    from streamjoin.faust.join.operator import Join
 
 __all__ = ["JoinStats", "ProgressLog", "describe_join"]
 

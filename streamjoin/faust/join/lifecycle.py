@@ -17,15 +17,15 @@ import logging
 import time
 from typing import Any
 
-from streamjoin.faust.join_tasks import JoinTask
-from streamjoin.faust.warmup_watch import request_rebalance
+from streamjoin.faust.join.tasks import JoinTask
+from streamjoin.faust.restore.warmup_watch import request_rebalance
 
 __all__ = ["HANDOVER_SHARE", "TaskLifecycle", "now_ms"]
 
 #: share of the session timeout a revoke waits for the batch in flight
 HANDOVER_SHARE = 0.5
 
-logger = logging.getLogger("streamjoin.faust.join_operator")
+logger = logging.getLogger("streamjoin.faust.join.operator")
 
 
 def now_ms() -> int:
@@ -137,7 +137,7 @@ class TaskLifecycle:
         )
 
     def _ownership(self) -> Any:
-        """The worker's :class:`~streamjoin.faust.ownership.TaskOwnership` (``None``:
+        """The worker's :class:`~streamjoin.faust.restore.ownership.TaskOwnership` (``None``:
         not streamjoin's table manager)."""
         return getattr(self.app.tables, "ownership", None)
 

@@ -30,8 +30,8 @@ beginning, with a warning.
 
 This module holds the :class:`Restorer` service (faust's recovery protocol
 and the session); the consumer and its fetch loops are in
-:mod:`~streamjoin.faust.restore_fetch`, the per-partition bookkeeping and the
-task gate in :mod:`~streamjoin.faust.restore_book`.
+:mod:`~streamjoin.faust.restore.fetch`, the per-partition bookkeeping and the
+task gate in :mod:`~streamjoin.faust.restore.book`.
 """
 
 from __future__ import annotations
@@ -44,10 +44,10 @@ from typing import Any
 from faust.types import TP
 from mode import Service
 
-from streamjoin.faust.fetch_guard import install_fetch_guard
-from streamjoin.faust.restore_book import ChangelogBook, TaskGate
-from streamjoin.faust.restore_fetch import ChangelogFetcher, RestoreSettings, restore_consumer
-from streamjoin.faust.warmup_watch import WarmupWatch, request_rebalance
+from streamjoin.faust.kafka.fetch_guard import install_fetch_guard
+from streamjoin.faust.restore.book import ChangelogBook, TaskGate
+from streamjoin.faust.restore.fetch import ChangelogFetcher, RestoreSettings, restore_consumer
+from streamjoin.faust.restore.warmup_watch import WarmupWatch, request_rebalance
 from streamjoin.restore.pace import RestPacer, standby_share
 
 __all__ = ["RestoreSettings", "Restorer"]

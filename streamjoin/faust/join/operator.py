@@ -14,19 +14,19 @@ restored before the task runs, replicated to standbys and placed by the
 assignor like any table).
 
 Each batch is made durable in the order that survives a crash anywhere
-(:mod:`~streamjoin.faust.join_batch`; the contract is in docs/joins.rst,
+(:mod:`~streamjoin.faust.join.batch`; the contract is in docs/joins.rst,
 "Delivery: effectively once, by key"), and only while this worker owns its
 tasks ("A worker frozen past its session").
 
 This module holds :class:`Join`, which wires the pieces into faust and runs
-batches; the pieces are :mod:`~streamjoin.faust.join_declare` (checks and
-declarations), :mod:`~streamjoin.faust.join_intake` (every input record taken in
+batches; the pieces are :mod:`~streamjoin.faust.join.declare` (checks and
+declarations), :mod:`~streamjoin.faust.join.intake` (every input record taken in
 bulk from faust's consumer's fetches; acks that never let faust commit past
 the state),
-:mod:`~streamjoin.faust.join_tasks` (per-task runtime),
-:mod:`~streamjoin.faust.join_router` (records applied to a task's logic),
-:mod:`~streamjoin.faust.join_batch` (the durability steps) and
-:mod:`~streamjoin.faust.join_stats` (counters, progress lines, the web
+:mod:`~streamjoin.faust.join.tasks` (per-task runtime),
+:mod:`~streamjoin.faust.join.router` (records applied to a task's logic),
+:mod:`~streamjoin.faust.join.batch` (the durability steps) and
+:mod:`~streamjoin.faust.join.stats` (counters, progress lines, the web
 page's view).
 """
 
@@ -41,9 +41,9 @@ from typing import Any
 
 from faust.exceptions import NotReady
 
-from streamjoin.faust.fault_points import FaultPoints
-from streamjoin.faust.join_batch import Batch, Sender, make_durable
-from streamjoin.faust.join_declare import (
+from streamjoin.faust.join.fault_points import FaultPoints
+from streamjoin.faust.join.batch import Batch, Sender, make_durable
+from streamjoin.faust.join.declare import (
     check_batching,
     check_outputs,
     check_record_limit,
@@ -57,11 +57,11 @@ from streamjoin.faust.join_declare import (
     hook_rebalance,
     join_partitions,
 )
-from streamjoin.faust.join_intake import Intake
-from streamjoin.faust.join_lifecycle import TaskLifecycle, now_ms
-from streamjoin.faust.join_router import RecordRouter
-from streamjoin.faust.join_stats import JoinStats, ProgressLog, describe_join
-from streamjoin.faust.join_tasks import LEFT, RIGHT, JoinTask
+from streamjoin.faust.join.intake import Intake
+from streamjoin.faust.join.lifecycle import TaskLifecycle, now_ms
+from streamjoin.faust.join.router import RecordRouter
+from streamjoin.faust.join.stats import JoinStats, ProgressLog, describe_join
+from streamjoin.faust.join.tasks import LEFT, RIGHT, JoinTask
 from streamjoin.join.errors import JoinConfigError
 from streamjoin.join.policy import JoinPolicy
 
@@ -255,7 +255,7 @@ class Join(TaskLifecycle):
 
     def _receive(self, event: Any) -> None:
         """An event faust delivered to the join's agent: the join took its record
-        from the fetch already (:mod:`~streamjoin.faust.join_intake`).
+        from the fetch already (:mod:`~streamjoin.faust.join.intake`).
 
         Of a topic another agent reads too, it is held and acked once the join
         applied its offset (faust acks a shared record when every reader has).

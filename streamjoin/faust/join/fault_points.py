@@ -4,7 +4,7 @@
 (``os._exit(70)``: no cleanup, as ``kill -9`` would) the *n*-th time it
 reaches *point* (``<n>`` defaults to 1). Unset, a point costs one comparison.
 The points, in the order a batch reaches them (see
-:mod:`~streamjoin.faust.join_batch`):
+:mod:`~streamjoin.faust.join.batch`):
 
 * ``outputs-sent``: step 1's records handed to the producer, not acknowledged;
 * ``outputs-acked``: step 1 acknowledged, the positions not sent;

@@ -11,8 +11,8 @@ closed, and resumes without rebuilding its indexes when its database is the
 one it left (:meth:`JoinTask.can_resume`). The task's state says where each
 input resumes: a consumer that delivers an input from beyond that position
 is sent back there (:meth:`JoinTask.rewind`). The records are applied by
-:class:`~streamjoin.faust.join_router.RecordRouter`. Nothing here sends,
-awaits or acks; the operator (:mod:`streamjoin.faust.join_operator`) makes
+:class:`~streamjoin.faust.join.router.RecordRouter`. Nothing here sends,
+awaits or acks; the operator (:mod:`streamjoin.faust.join.operator`) makes
 batches durable.
 """
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from streamjoin.faust.batch_state import BatchState
+from streamjoin.faust.join.batch_state import BatchState
 from streamjoin.faust.kafka.session import last_fetch_ms
 from streamjoin.join import keys
 from streamjoin.join.policy import (
@@ -36,7 +36,7 @@ from streamjoin.join.policy import (
 from streamjoin.restore.ownership import OWNER_HEADER
 
 if TYPE_CHECKING:
-    from streamjoin.faust.join_router import RecordRouter
+    from streamjoin.faust.join.router import RecordRouter
 
 __all__ = [
     "LEFT",

@@ -21,7 +21,7 @@ from typing import Any
 from aiokafka import TopicPartition
 from faust.types import TP
 
-from streamjoin.faust.changelog_store import ChangelogRecord, StoreWriter, writer_for
+from streamjoin.faust.restore.changelog_store import ChangelogRecord, StoreWriter, writer_for
 from streamjoin.restore.plan import PartitionProgress, ready_partitions
 from streamjoin.restore.progress import TableProgress
 

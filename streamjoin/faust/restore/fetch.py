@@ -31,8 +31,8 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import OffsetOutOfRangeError
 from faust.types import TP
 
-from streamjoin.faust.range_read import no_group_consumer
-from streamjoin.faust.restore_book import ChangelogBook, TaskGate
+from streamjoin.faust.kafka.range_read import no_group_consumer
+from streamjoin.faust.restore.book import ChangelogBook, TaskGate
 from streamjoin.restore.pace import RestPacer
 from streamjoin.restore.plan import (
     PartitionProgress,
@@ -122,7 +122,7 @@ def _new_restore_consumer(
 
 
 class Marks(Protocol):
-    """Fence markers of the partitions taken over (see :mod:`streamjoin.faust.ownership`)."""
+    """Fence markers of the partitions taken over (see :mod:`streamjoin.faust.restore.ownership`)."""
 
     def needs_marker(self, tp: TP) -> bool:
         """Must *tp* be fenced before its task starts?"""

@@ -21,7 +21,7 @@ from typing import Any
 
 __all__ = ["WarmupWatch", "request_rebalance"]
 
-logger = logging.getLogger("streamjoin.faust.assignor")
+logger = logging.getLogger("streamjoin.faust.assignment.assignor")
 
 #: seconds before the first request for a new set, and the cap of the back-off
 FIRST_DELAY = 0.0

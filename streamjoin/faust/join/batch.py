@@ -42,7 +42,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamjoin.faust.join_tasks import JoinTask, Output
+from streamjoin.faust.join.tasks import JoinTask, Output
 
 __all__ = [
     "Batch",
@@ -224,7 +224,7 @@ async def make_durable(
 
     *still_owner* is asked before steps 1, 2 and 3: once it says no, nothing
     more of the batch is sent, written or acked. *crash* is told each point a
-    test may crash the worker at (:mod:`~streamjoin.faust.fault_points`).
+    test may crash the worker at (:mod:`~streamjoin.faust.join.fault_points`).
     """
     if not still_owner():
         return False

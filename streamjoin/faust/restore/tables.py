@@ -6,7 +6,7 @@ A plain faust app adopts it with one setting::
 
 (:class:`streamjoin.App` sets it by default.) Everything else about tables,
 including how agents write to them, stays faust's; only the recovery service
-is replaced by :class:`streamjoin.faust.restorer.Restorer`.
+is replaced by :class:`streamjoin.faust.restore.restorer.Restorer`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 
 from faust.tables.manager import TableManager as _FaustTableManager
 
-from streamjoin.faust.ownership import TaskOwnership
-from streamjoin.faust.restorer import Restorer
+from streamjoin.faust.restore.ownership import TaskOwnership
+from streamjoin.faust.restore.restorer import Restorer
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 Both apply the one co-partition rule and the declared-count rule of
 :mod:`streamjoin.assignment.grouping` to the counts the one reader
-(:func:`streamjoin.faust.metadata.partition_counts`) gets from the broker.
+(:func:`streamjoin.faust.kafka.metadata.partition_counts`) gets from the broker.
 Joins declare their inputs and state co-partitioned (``app.copartitioned_topics``),
 so they are covered with every other declared group.
 """
@@ -18,7 +18,7 @@ from streamjoin.assignment.errors import (
     TopicMismatchError,
 )
 from streamjoin.assignment.grouping import copartition_problems, declared_count_problems
-from streamjoin.faust.metadata import DeclaredTopics, declared_topics, partition_counts
+from streamjoin.faust.kafka.metadata import DeclaredTopics, declared_topics, partition_counts
 
 __all__ = ["check_topics", "topic_problems", "topics_read_together"]
 
