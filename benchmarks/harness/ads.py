@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness.workers import ROOT, http_json, worker
+from benchmarks.harness.workers import http_json, worker
 from streamjoin.ads.app import AdsSettings
 from streamjoin.dev.broker import LOOPBACK, EmbeddedBroker
 from streamjoin.dev.process import WorkerProcess
@@ -40,7 +40,7 @@ def ads_worker(
     broker: EmbeddedBroker, workdir: Path, name: str, config: AdsSettings, port: int
 ) -> WorkerProcess:
     """One worker of the ad-monetization app with *config*, web server on *port* (not started)."""
-    return worker(APP, broker, workdir, name, env=config.to_env(), web_port=port, cwd=ROOT)
+    return worker(APP, broker, workdir, name, env=config.to_env(), web_port=port)
 
 
 def join_doc(port: int) -> Any | None:

@@ -1,11 +1,12 @@
-"""Kafka side of the benchmarks: topics, and a backlog produced as fast as the broker takes it."""
+"""Kafka side of the benchmarks: topics, a changelog written before any worker starts,
+and the generator's backlog produced as fast as the broker takes it."""
 
 from __future__ import annotations
 
 import asyncio
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,61 @@ async def create_topics(bootstrap: str, names: Sequence[str], partitions: int) -
             await admin.create_topics(missing)
     finally:
         await admin.close()
+
+
+#: records sent before waiting for their acknowledgements
+WRITE_WINDOW = 50_000
+
+
+async def write_changelog(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    records: int,
+    value: bytes,
+    key: Callable[[int], bytes],
+    *,
+    one_per_batch: bool = False,
+    headers: list[tuple[str, bytes]] | None = None,
+) -> float:
+    """Write *records* records to *topic* (created if missing); return the seconds taken.
+
+    Record ``i`` has key ``key(i)`` and goes to partition ``i % partitions``.  Large
+    batches, except that each partition's last record is written alone: the embedded
+    broker answers ``ListOffsets(latest)`` right only after a one-record batch, and
+    faust's recovery trusts it.  *one_per_batch*: every record in its own batch.
+    """
+    from aiokafka import AIOKafkaProducer
+
+    await create_topics(bootstrap, [topic], partitions)
+    if one_per_batch:
+        # max_batch_size below two records: every batch holds exactly one
+        options = {"linger_ms": 0, "max_batch_size": len(value) + 40}
+    else:
+        options = {"linger_ms": 20, "max_batch_size": 512 * 1024}
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, **options)
+    await producer.start()
+    started = time.monotonic()
+    tail_from = records if one_per_batch else records - min(records, partitions)
+    try:
+        window: list[asyncio.Future[Any]] = []
+        for i in range(records):
+            future = await producer.send(
+                topic, value, key=key(i), partition=i % partitions, headers=headers
+            )
+            if i >= tail_from:
+                await asyncio.gather(*window)
+                window.clear()
+                await future  # alone in its batch
+                continue
+            window.append(future)
+            if len(window) >= WRITE_WINDOW:
+                await asyncio.gather(*window)
+                window.clear()
+        await asyncio.gather(*window)
+    finally:
+        await producer.stop()
+    return time.monotonic() - started
 
 
 @dataclass

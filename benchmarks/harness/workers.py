@@ -2,33 +2,35 @@
 
 Workers run as ``streamjoin worker`` child processes (:class:`WorkerProcess`: own
 process group, own log file) with their data under ``<workdir>/data-<name>`` and their
-log in ``<workdir>/<name>.log``.  :func:`running` stops a worker however the block
-ends; :func:`exit_on_sigterm` makes SIGTERM unwind like Ctrl-C so those blocks (and
-the broker's) run.
+log in ``<workdir>/<name>.log``, in a directory :func:`run_directory` makes and keeps
+when the run fails.  :func:`running` stops a worker however the block ends, and
+:class:`Workers` a group of them; :func:`exit_on_sigterm` makes SIGTERM unwind like
+Ctrl-C so those blocks (and the broker's) run.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import signal
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, Protocol
 
 from benchmarks.harness.measure import Sample, Throughput
 from benchmarks.harness.report import Progress, say
-from streamjoin.dev.broker import LOOPBACK, BrokerOptions, EmbeddedBroker
+from streamjoin.dev.broker import LOOPBACK, BrokerOptions, EmbeddedBroker, free_port
 from streamjoin.dev.process import WorkerProcess
 
-#: the benchmarks' directory: the benchmarks' own apps (``join_peer_app``,
-#: ``restore_app``) are imported from here
-BENCHMARKS = Path(__file__).resolve().parents[1]
-#: the repository root
-ROOT = BENCHMARKS.parent
+#: the repository root: workers run here, so the benchmarks' own apps are found by
+#: module name (``benchmarks.restore.app:app``)
+ROOT = Path(__file__).resolve().parents[2]
 
 POLL_INTERVAL_S = 0.1
 STOP_TIMEOUT_S = 10.0
@@ -41,6 +43,27 @@ class BenchError(Exception):
 def exit_on_sigterm() -> None:
     """SIGTERM unwinds like Ctrl-C, so the workers and the broker are stopped."""
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+
+@contextlib.contextmanager
+def run_directory(prefix: str, *, keep: bool = False, given: Path | None = None) -> Iterator[Path]:
+    """The run's working directory (worker logs and data), kept when the block fails.
+
+    *given*: that directory, created if needed and always kept; otherwise a new
+    temporary one, removed when the block ends normally unless *keep*.
+    """
+    path = given if given is not None else Path(tempfile.mkdtemp(prefix=prefix))
+    path.mkdir(parents=True, exist_ok=True)
+    say(f"working directory (worker logs, data): {path}")
+    try:
+        yield path
+    except BaseException:
+        say(f"(worker logs and data kept in {path})")
+        raise
+    if keep or given is not None:
+        say(f"(worker logs and data kept in {path})")
+    else:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def embedded_broker() -> EmbeddedBroker:
@@ -61,13 +84,12 @@ def worker(
     *,
     env: Mapping[str, str],
     web_port: int | None = None,
-    cwd: Path = BENCHMARKS,
 ) -> WorkerProcess:
     """One worker of *app* (not started), named *name* in *workdir*.
 
-    *cwd* is its working directory and on its path (default: the benchmarks'
-    directory, where the benchmarks' own apps live); with *web_port*, its web
-    server listens there on loopback.
+    It runs in the repository root, which is on its path (the benchmarks' own apps
+    are ``benchmarks.<subject>.<module>:app``); with *web_port*, its web server
+    listens there on loopback.
     """
     return WorkerProcess(
         app,
@@ -76,7 +98,7 @@ def worker(
         workdir / f"{name}.log",
         env=env,
         extra_args=web_args(web_port) if web_port is not None else (),
-        cwd=cwd,
+        cwd=ROOT,
     )
 
 
@@ -102,9 +124,102 @@ def http_json(url: str, timeout: float = 2.0) -> Any | None:
         return None
 
 
+class Workers:
+    """Workers of one app, named, each with its own web port on loopback.
+
+    Watched as one by :func:`watch` (running while all run).  Leaving the block
+    stops every worker started (SIGTERM, SIGKILL after *stop_timeout*), or with
+    *kill* SIGKILLs them at once.
+    """
+
+    def __init__(
+        self,
+        app: str,
+        broker: EmbeddedBroker,
+        workdir: Path,
+        env: Mapping[str, str],
+        *,
+        kill: bool = False,
+        stop_timeout: float = STOP_TIMEOUT_S,
+    ) -> None:
+        self.app = app
+        self.broker = broker
+        self.workdir = workdir
+        self.env = env
+        self.kill = kill
+        self.stop_timeout = stop_timeout
+        self.processes: dict[str, WorkerProcess] = {}
+        self.ports: dict[str, int] = {}
+
+    def start(self, name: str) -> WorkerProcess:
+        """Start the worker *name* on a free web port."""
+        port = free_port()
+        process = worker(self.app, self.broker, self.workdir, name, env=self.env, web_port=port)
+        self.processes[name], self.ports[name] = process, port
+        return process.start()
+
+    def get(self, name: str, path: str) -> Any | None:
+        """``GET`` *path* of the worker *name*, decoded (``None``: no answer)."""
+        return http_json(f"http://{LOOPBACK}:{self.ports[name]}{path}")
+
+    def answers(self, path: str) -> dict[str, Any]:
+        """Worker name -> its answer to ``GET`` *path* (running workers, by name)."""
+        return {
+            name: self.get(name, path)
+            for name, process in sorted(self.processes.items())
+            if process.running()
+        }
+
+    def running(self) -> bool:
+        """True while every worker started runs."""
+        return bool(self.processes) and all(p.running() for p in self.processes.values())
+
+    def returncode(self) -> int | None:
+        """The exit status of a worker that exited (``None``: all run)."""
+        codes = [p.returncode() for p in self.processes.values() if not p.running()]
+        return codes[0] if codes else None
+
+    @property
+    def log_path(self) -> str:
+        """Every worker's log."""
+        return ", ".join(str(p.log_path) for p in self.processes.values())
+
+    def check(self) -> None:
+        """Raise :class:`BenchError` naming a worker that exited."""
+        for name, process in self.processes.items():
+            if not process.running():
+                raise BenchError(f"{name} exited; its log: {process.log_path}")
+
+    def __enter__(self) -> Workers:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        for process in self.processes.values():
+            if self.kill:
+                process.kill()
+            else:
+                process.stop(timeout=self.stop_timeout)
+
+
+class Watched(Protocol):
+    """What :func:`watch` needs of a worker (or of :class:`Workers`)."""
+
+    @property
+    def log_path(self) -> Any: ...
+
+    def running(self) -> bool: ...
+
+    def returncode(self) -> int | None: ...
+
+
 def watch(
     name: str,
-    process: WorkerProcess,
+    process: Watched,
     count: Callable[[], int | None],
     expected: int,
     timeout: float,

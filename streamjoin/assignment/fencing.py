@@ -52,11 +52,7 @@ _CONTESTED = -2
 
 def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) -> History:
     """Resolve ownership claims and changelog lag for every task."""
-    built: dict[int, frozenset[int]] = {}  # groups mostly share one eligible tuple
-    eligible_sets = [
-        built.get(id(g.eligible)) or built.setdefault(id(g.eligible), frozenset(g.eligible))
-        for g in groups
-    ]
+    eligible_sets = [frozenset(g.eligible) for g in groups]
     claim_index = {topic: g.index for g in groups for topic in g.topics}  # topic -> group
 
     owner = tuple([-1] * g.partitions for g in groups)

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import faust_peer, scenarios  # noqa: E402
+from benchmarks.assignor import faust_peer, scenarios  # noqa: E402
 from benchmarks.metrics import moves, quality, tasks  # noqa: E402
 
 

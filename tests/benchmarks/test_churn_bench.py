@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.churn import run  # noqa: E402
+from benchmarks.assignor.churn import run  # noqa: E402
 
 
 def test_a_short_churn_run_is_judged_for_both_variants() -> None:

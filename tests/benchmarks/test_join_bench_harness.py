@@ -1,4 +1,5 @@
-"""The join benchmark's pure parts: percentiles, rates, tables, arguments, directory sizes."""
+"""The join benchmark's pure parts: percentiles, rates, tables, arguments, directory sizes,
+the run's directory."""
 
 from __future__ import annotations
 
@@ -12,9 +13,12 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import join, join_latency, join_state, join_throughput  # noqa: E402
-from benchmarks.harness import kafka, measure  # noqa: E402
+from benchmarks.harness import kafka, measure, workers  # noqa: E402
 from benchmarks.harness import report as printing  # noqa: E402
+from benchmarks.join import __main__ as join  # noqa: E402
+from benchmarks.join import latency as join_latency  # noqa: E402
+from benchmarks.join import state as join_state  # noqa: E402
+from benchmarks.join import throughput as join_throughput  # noqa: E402
 
 # -- percentiles ---------------------------------------------------------------
 
@@ -244,3 +248,23 @@ def test_state_report_per_event_figures() -> None:
     )
     assert report.per_event(sizes) == pytest.approx(52.4288)
     assert report.mib_per_million(sizes) == pytest.approx(50.0)
+
+
+# -- the run's directory -------------------------------------------------------
+
+
+def test_run_directory_is_removed_after_a_run_and_kept_after_a_failure(tmp_path: Path) -> None:
+    with workers.run_directory("sj-test-") as done:
+        (done / "w1.log").write_text("ok")
+    assert not done.exists()
+    with pytest.raises(RuntimeError), workers.run_directory("sj-test-") as failed:
+        raise RuntimeError("a worker died")
+    assert failed.exists()
+    with workers.run_directory("sj-test-", keep=True) as kept:
+        pass
+    given = tmp_path / "given"
+    with workers.run_directory("sj-test-", given=given) as used:
+        assert used == given
+    assert kept.exists() and given.exists()
+    for path in (failed, kept):
+        path.rmdir()

@@ -9,8 +9,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import rebalance  # noqa: E402
-from benchmarks.rebalance_traffic import task_gaps  # noqa: E402
+from benchmarks.rebalance import __main__ as rebalance  # noqa: E402
+from benchmarks.rebalance.traffic import task_gaps  # noqa: E402
 
 
 def test_a_task_gap_is_its_longest_stretch_without_progress_in_the_window() -> None:

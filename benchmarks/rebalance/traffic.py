@@ -18,23 +18,20 @@ import json
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
-from benchmarks.harness.kafka import create_topics
+from benchmarks.harness.kafka import create_topics, write_changelog
 
-#: records the prefill sends before it waits for their acknowledgements
-PREFILL_WINDOW = 50_000
 #: live keys per partition (the live input rewrites them; the state stays its size)
 LIVE_KEYS = 1_000
 
 
 def changelog_topic(app_id: str) -> str:
-    """The changelog of ``rebalance_app``'s table."""
+    """The changelog of the rebalance app's table."""
     return f"{app_id}-state-changelog"
 
 
 def input_topic(app_id: str) -> str:
-    """The input topic of ``rebalance_app``."""
+    """The input topic of the rebalance app."""
     return f"{app_id}-input"
 
 
@@ -56,45 +53,21 @@ def task_gaps(
 
 
 def prefill(bootstrap: str, app_id: str, partitions: int, records: int, value_size: int) -> None:
-    """Create the app's topics and write *records* distinct keys to its changelog.
+    """Create the app's topics and write *records* distinct keys to its changelog
+    (see :func:`benchmarks.harness.kafka.write_changelog`)."""
 
-    Big batches, except that each partition's last record is sent alone: the
-    embedded broker answers ``ListOffsets`` right only after a one-record
-    batch, and faust's recovery trusts it.
-    """
-    asyncio.run(_prefill(bootstrap, app_id, partitions, records, value_size))
+    async def fill() -> None:
+        await create_topics(bootstrap, [input_topic(app_id)], partitions)
+        await write_changelog(
+            bootstrap,
+            changelog_topic(app_id),
+            partitions,
+            records,
+            json.dumps("s" * value_size).encode(),
+            lambda i: json.dumps(f"state-{i:09d}").encode(),
+        )
 
-
-async def _prefill(
-    bootstrap: str, app_id: str, partitions: int, records: int, value_size: int
-) -> None:
-    from aiokafka import AIOKafkaProducer
-
-    topic = changelog_topic(app_id)
-    await create_topics(bootstrap, [topic, input_topic(app_id)], partitions)
-    value = json.dumps("s" * value_size).encode()
-    producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap, acks=1, linger_ms=20, max_batch_size=512 * 1024
-    )
-    await producer.start()
-    try:
-        window: list[asyncio.Future[Any]] = []
-        tail = records - min(records, partitions)
-        for i in range(records):
-            key = json.dumps(f"state-{i:09d}").encode()
-            future = await producer.send(topic, value, key=key, partition=i % partitions)
-            if i >= tail:
-                await asyncio.gather(*window)
-                window.clear()
-                await future
-                continue
-            window.append(future)
-            if len(window) >= PREFILL_WINDOW:
-                await asyncio.gather(*window)
-                window.clear()
-        await asyncio.gather(*window)
-    finally:
-        await producer.stop()
+    asyncio.run(fill())
 
 
 class Traffic:

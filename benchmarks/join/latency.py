@@ -3,7 +3,7 @@
 The generator's events are produced in real time (event time = wall clock) while the
 three outcome topics are consumed here; a click's latency is the time its outcome
 arrived (or was stamped by the join's producer) minus the time the click was
-produced (see ``benchmarks/join.py``).
+produced (see ``__main__.py``).
 """
 
 from __future__ import annotations

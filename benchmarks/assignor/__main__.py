@@ -1,6 +1,7 @@
 """streamjoin's assignor side by side with faust-streaming 0.15.3's, on the same scenarios.
 
-``make bench`` runs this file.  For every scenario (see ``benchmarks/scenarios.py``) and
+``make bench`` runs this (``python -m benchmarks.assignor``).  For every scenario (see
+``scenarios.py``) and
 for each assignor it measures, in a fresh subprocess per measurement:
 
 * the fresh assignment (nobody reports a previous assignment), then
@@ -8,14 +9,14 @@ for each assignor it measures, in a fresh subprocess per measurement:
   member joins or leaves),
 
 and judges both results with ``benchmarks/metrics`` (same code for both assignors);
-``benchmarks/assignor_report.py`` prints them side by side.
+``report.py`` prints them side by side.
 
 Time is wall-clock ``time.perf_counter`` around the assignor call only: building the
 document (and, for faust, encoding each member's metadata the way a worker does before
 the leader runs) happens before the clock starts.  streamjoin's figure is
 ``streamjoin.assignment.assign_document(doc)``; faust's is
 ``PartitionAssignor._perform_assignment`` up to its hand-off to the wire encoding (see
-``benchmarks/faust_peer.py``; ``--faust-encode`` also times that encoding).
+``faust_peer.py``; ``--faust-encode`` also times that encoding).
 
 Peak memory is the growth of the measuring process's peak resident set size during the
 call: the kernel's high-water mark (``VmHWM``) is reset through ``/proc/self/clear_refs``
@@ -43,20 +44,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if __package__ in (None, ""):
-    sys.path.insert(0, str(ROOT))
+from benchmarks.assignor import faust_peer, scenarios
+from benchmarks.assignor.report import ASSIGNORS, LABELS, render_scenario, render_summary
+from benchmarks.harness.measure import PEAK_RSS_METHOD, PeakRss
+from benchmarks.harness.report import log
+from benchmarks.metrics import quality
 
-from benchmarks import faust_peer, scenarios  # noqa: E402
-from benchmarks.assignor_report import (  # noqa: E402
-    ASSIGNORS,
-    LABELS,
-    render_scenario,
-    render_summary,
-)
-from benchmarks.harness.measure import PEAK_RSS_METHOD, PeakRss  # noqa: E402
-from benchmarks.harness.report import log  # noqa: E402
-from benchmarks.metrics import quality  # noqa: E402
+#: the repository root: each measurement runs there as ``python -m benchmarks.assignor``
+ROOT = Path(__file__).resolve().parents[2]
 
 # ---------------------------------------------------------------- measuring (child side)
 
@@ -143,10 +138,10 @@ def _measure(
         encoding="utf-8",
     )
     env = dict(os.environ, PYTHONHASHSEED="0")
-    command = [sys.executable, str(Path(__file__).resolve()), "--child", str(spec)]
+    command = [sys.executable, "-m", "benchmarks.assignor", "--child", str(spec)]
     log(f"  {LABELS[assignor]:<14} {phase:<9} … (budget {budget:g} s)")
     started = time.perf_counter()
-    child = subprocess.Popen(command, env=env, start_new_session=True)
+    child = subprocess.Popen(command, env=env, cwd=ROOT, start_new_session=True)
     code = _wait(child, out, budget, _setup_allowance(scenario))
     if code is None:
         os.killpg(child.pid, signal.SIGKILL)
@@ -251,6 +246,7 @@ def _public(result: Mapping[str, Any]) -> dict[str, Any]:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """Command-line options."""
     parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.assignor",
         description="Compare streamjoin's assignor with faust-streaming's built-in one.",
         epilog="Scenarios: " + ", ".join(scenarios.SCENARIOS),
     )

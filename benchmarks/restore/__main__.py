@@ -17,7 +17,7 @@ Changelog layout (``--layout``):
   records/s at 100k records, about 1k records/s at 1M, for any client. Use it
   with ``--records 100000``.
 
-    python benchmarks/restore.py [--records 1000000] [--partitions 8] [--layout batched]
+    python -m benchmarks.restore [--records 1000000] [--partitions 8] [--layout batched]
                                  [--owner-headers]
 
 ``--owner-headers`` writes every record with an owner token header, as a
@@ -33,23 +33,30 @@ import json
 import os
 import re
 import sys
-import tempfile
-import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks.harness.kafka import create_topics
-from benchmarks.harness.workers import embedded_broker, exit_on_sigterm, running, worker
+from benchmarks.harness import kafka
+from benchmarks.harness.report import render_table, say, verdict
+from benchmarks.harness.workers import (
+    embedded_broker,
+    exit_on_sigterm,
+    run_directory,
+    running,
+    worker,
+)
 from streamjoin.dev.broker import EmbeddedBroker
 from streamjoin.restore.ownership import OWNER_HEADER
 
+#: the worker both restores run (``SJ_BENCH_MANAGER`` picks the table manager)
+APP = "benchmarks.restore.app:app"
 APP_ID = "bench-restore"
 TOPIC = f"{APP_ID}-state-changelog"
 
+#: streamjoin's records/s, and its rate over faust's
+RATE_TARGET = 100_000
+RATIO_TARGET = 3.0
 #: a restore worker gets this long to stop before it is killed
 STOP_TIMEOUT_S = 20.0
 
@@ -89,46 +96,20 @@ async def write_changelog(
     fenced changelog does (streamjoin's restore reads each record's headers).
 
     ``layout="single"``: every record in its own batch. ``layout="batched"``:
-    large batches, except that each partition's last record is written alone,
-    so ``ListOffsets(latest)`` is right on the embedded broker and faust's
-    recovery can finish either way.
+    large batches, except that each partition's last record is written alone
+    (see :func:`benchmarks.harness.kafka.write_changelog`).
     """
-    from aiokafka import AIOKafkaProducer
-
-    await create_topics(bootstrap, [TOPIC], partitions)
-    value = json.dumps("v" * value_size).encode()
     key_space = max(1, records // 2)
-    record_size = len(value) + 40
-    if layout == "single":
-        # max_batch_size below two records: every batch holds exactly one
-        options = {"linger_ms": 0, "max_batch_size": record_size}
-    else:
-        options = {"linger_ms": 20, "max_batch_size": 512 * 1024}
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, **options)
-    await producer.start()
-    started = time.monotonic()
-    tail_from = records - min(records, partitions) if layout == "batched" else records
-    headers = [(OWNER_HEADER, b"bench-owner")] if owner_headers else None
-    try:
-        window: list[asyncio.Future[object]] = []
-        for i in range(records):
-            key = json.dumps(f"key-{i % key_space:09d}").encode()
-            future = await producer.send(
-                TOPIC, value, key=key, partition=i % partitions, headers=headers
-            )
-            if i >= tail_from:
-                await asyncio.gather(*window)
-                window.clear()
-                await future  # alone in its batch
-                continue
-            window.append(future)
-            if len(window) >= 50_000:
-                await asyncio.gather(*window)
-                window.clear()
-        await asyncio.gather(*window)
-    finally:
-        await producer.stop()
-    return time.monotonic() - started
+    return await kafka.write_changelog(
+        bootstrap,
+        TOPIC,
+        partitions,
+        records,
+        json.dumps("v" * value_size).encode(),
+        lambda i: json.dumps(f"key-{i % key_space:09d}").encode(),
+        one_per_batch=layout == "single",
+        headers=[(OWNER_HEADER, b"bench-owner")] if owner_headers else None,
+    )
 
 
 def _timestamp(line: str) -> float:
@@ -144,7 +125,7 @@ def measure(
     """Restore the changelog with one worker and time it from its log."""
     first, last = MARKERS[name]
     env = {"SJ_BENCH_MANAGER": name, "SJ_BENCH_APP_ID": APP_ID}
-    process = worker("restore_app:app", broker, workdir, name, env=env)
+    process = worker(APP, broker, workdir, name, env=env)
     with running(process, stop_timeout=STOP_TIMEOUT_S):
         begin = process.wait_for_log(first, timeout)[0]
         end = process.wait_for_log(last, timeout)[0]
@@ -153,7 +134,9 @@ def measure(
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print the table; exit 1 when a target is missed."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.restore", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--value-size", type=int, default=100)
@@ -175,16 +158,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     exit_on_sigterm()
     os.environ["SJ_BENCH_PARTITIONS"] = str(args.partitions)
-    with (
-        tempfile.TemporaryDirectory(prefix="sj-bench-restore-") as tmp,
-        embedded_broker() as broker,
-    ):
-        workdir = Path(tmp)
+    with run_directory("sj-bench-restore-") as workdir, embedded_broker() as broker:
         headed = ", owner headers" if args.owner_headers else ""
-        print(
+        say(
             f"writing {args.records:,} changelog records ({args.layout} layout, "
-            f"{args.partitions} partitions{headed}) ...",
-            flush=True,
+            f"{args.partitions} partitions{headed}) ..."
         )
         took = asyncio.run(
             write_changelog(
@@ -196,23 +174,24 @@ def main(argv: list[str] | None = None) -> int:
                 args.owner_headers,
             )
         )
-        print(f"  written in {took:.1f}s", flush=True)
+        say(f"  written in {took:.1f}s")
         results = [measure("streamjoin", broker, workdir, args.records, args.timeout)]
         if not args.skip_faust:
             results.append(measure("faust", broker, workdir, args.records, args.timeout))
-
-    print()
-    print(f"{'restore':<12} {'records':>10} {'seconds':>9} {'records/s':>12}")
-    for r in results:
-        print(f"{r.name:<12} {r.records:>10,} {r.seconds:>9.2f} {r.rate:>12,.0f}")
+    say()
+    rows = [[r.name, f"{r.records:,}", f"{r.seconds:.2f}", f"{r.rate:,.0f}"] for r in results]
+    say(render_table(["restore", "records", "seconds", "records/s"], rows))
     ours = results[0]
-    ok = ours.rate >= 100_000
+    ok = ours.rate >= RATE_TARGET
     if len(results) > 1:
         ratio = ours.rate / results[1].rate
-        print(f"\nstreamjoin / faust: {ratio:.1f}x (target >= 3x)")
-        ok = ok and ratio >= 3.0
-    verdict = "met" if ours.rate >= 100_000 else "MISSED"
-    print(f"streamjoin rate target >= 100,000 records/s: {verdict}")
+        say()
+        say(
+            f"streamjoin / faust: {ratio:.1f}x (target >= {RATIO_TARGET:g}x): "
+            f"{verdict(ratio >= RATIO_TARGET)}"
+        )
+        ok = ok and ratio >= RATIO_TARGET
+    say(f"streamjoin rate target >= {RATE_TARGET:,} records/s: {verdict(ours.rate >= RATE_TARGET)}")
     return 0 if ok else 1
 
 

@@ -9,7 +9,7 @@ app id (topics, consumer group) and the same inputs:
   once and its new owner restores it before it runs);
 * ``faust``: faust-streaming's own assignor and recovery.
 
-Every variant runs ``rebalance_app.py`` (one RocksDB table written by every
+Every variant runs ``app.py`` (one RocksDB table written by every
 input record, one standby per task). Its changelog is first filled with
 ``--state-records`` records, so that restoring a task from nothing takes
 seconds. Two workers start and settle (their actives and standbys restored),
@@ -30,7 +30,7 @@ those is the phase's **rebalance pause**. The table gives, per phase and
 variant, the worst gap of any task, the worst of the tasks that moved and the
 pause, and ratios against ``warm-ups``.
 
-    python benchmarks/rebalance.py [--partitions 6] [--state-records 600000]
+    python -m benchmarks.rebalance [--partitions 6] [--state-records 600000]
                                    [--rate 300] [--phase-seconds 45]
                                    [--session-timeout 2]
                                    [--variants warm-ups,cold,faust]
@@ -40,27 +40,24 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.harness.report import render_table, say
 from benchmarks.harness.workers import (
     BenchError,
+    Workers,
     embedded_broker,
     exit_on_sigterm,
-    http_json,
-    worker,
+    run_directory,
 )
-from benchmarks.rebalance_traffic import Traffic, prefill, task_gaps
-from streamjoin.dev.broker import LOOPBACK, EmbeddedBroker, free_port
-from streamjoin.dev.process import WorkerProcess
+from benchmarks.rebalance.traffic import Traffic, prefill, task_gaps
+from streamjoin.dev.broker import EmbeddedBroker
 
+#: the app every variant runs (``SJ_BENCH_KIND`` picks streamjoin's or faust's)
+APP = "benchmarks.rebalance.app:app"
 #: variant -> (app kind, extra environment)
 VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
     "warm-ups": ("streamjoin", {}),
@@ -99,70 +96,44 @@ class Phase:
         return max(kept) if kept else None
 
 
-class Group:
-    """The workers of one variant, their web ports and their tasks."""
-
-    def __init__(self, broker: EmbeddedBroker, workdir: Path, env: dict[str, str]) -> None:
-        self.broker = broker
-        self.workdir = workdir
-        self.env = env
-        self.workers: dict[str, WorkerProcess] = {}
-        self.ports: dict[str, int] = {}
-
-    def start(self, name: str) -> WorkerProcess:
-        port = free_port()
-        process = worker(
-            "rebalance_app:app", self.broker, self.workdir, name, env=self.env, web_port=port
-        )
-        self.workers[name], self.ports[name] = process, port
-        return process.start()
-
-    def owners(self) -> dict[int, str]:
-        """Task -> the worker that says it runs it (running workers only)."""
-        out: dict[int, str] = {}
-        for name, process in sorted(self.workers.items()):
-            if not process.running():
-                continue
-            doc = http_json(f"http://{LOOPBACK}:{self.ports[name]}/bench/tasks/")
-            for task in (doc or {}).get("tasks", []):
-                out.setdefault(int(task), name)
-        return out
-
-    def pacing(self) -> dict[str, dict[str, float]]:
-        """Worker -> its standby follower's pacing totals (streamjoin's restoration only)."""
-        out: dict[str, dict[str, float]] = {}
-        for name, process in sorted(self.workers.items()):
-            if process.running():
-                doc = http_json(f"http://{LOOPBACK}:{self.ports[name]}/bench/tasks/")
-                if doc and doc.get("standby_pacing"):
-                    out[name] = doc["standby_pacing"]
-        return out
-
-    def stop_all(self) -> None:
-        for process in self.workers.values():
-            process.kill()
+def owners(group: Workers) -> dict[int, str]:
+    """Task -> the worker that says it runs it (running workers only)."""
+    out: dict[int, str] = {}
+    for name, doc in group.answers("/bench/tasks/").items():
+        for task in (doc or {}).get("tasks", []):
+            out.setdefault(int(task), name)
+    return out
 
 
-def settle(group: Group, traffic: Traffic, partitions: int, seconds: float, timeout: float) -> None:
+def pacing(group: Workers) -> dict[str, dict[str, float]]:
+    """Worker -> its standby follower's pacing totals (streamjoin's restoration only)."""
+    return {
+        name: doc["standby_pacing"]
+        for name, doc in group.answers("/bench/tasks/").items()
+        if doc and doc.get("standby_pacing")
+    }
+
+
+def settle(
+    group: Workers, traffic: Traffic, partitions: int, seconds: float, timeout: float
+) -> None:
     """Wait until every task has an owner and progresses, then *seconds* more
     (standbys catch up meanwhile)."""
     deadline = time.monotonic() + timeout
     while True:
-        owners = group.owners()
+        found = owners(group)
         fresh = traffic.progressing(time.time() - 1.0)
-        if len(owners) == partitions and fresh >= set(range(partitions)):
+        if len(found) == partitions and fresh >= set(range(partitions)):
             break
-        for name, process in group.workers.items():
-            if not process.running():
-                raise BenchError(f"{name} exited; its log: {process.log_path}")
+        group.check()
         if time.monotonic() > deadline:
-            raise BenchError(f"no steady state after {timeout:.0f}s: owners {owners}")
+            raise BenchError(f"no steady state after {timeout:.0f}s: owners {found}")
         time.sleep(0.5)
     time.sleep(seconds)
 
 
 def variant_env(variant: str, args: argparse.Namespace) -> dict[str, str]:
-    """The environment of a variant's workers (``rebalance_app.py`` reads it)."""
+    """The environment of a variant's workers (``app.py`` reads it)."""
     kind, extra = VARIANTS[variant]
     return {
         "SJ_BENCH_KIND": kind,
@@ -181,48 +152,58 @@ def run_variant(
     app_id = env["SJ_BENCH_APP_ID"]
     say(f"{variant}: filling {app_id}-state-changelog with {args.state_records:,} records")
     prefill(broker.bootstrap, app_id, args.partitions, args.state_records, args.value_size)
-    group = Group(broker, root / variant, env)
     traffic = Traffic(broker.bootstrap, app_id, args.partitions, args.rate, args.value_size)
-    phases: list[Phase] = []
     try:
-        traffic.start()
-        for name in ("w1", "w2"):
-            group.start(name)
-        settle(group, traffic, args.partitions, args.settle_seconds, args.timeout)
-        say(f"{variant}: two workers running every task; phases of {args.phase_seconds:.0f}s")
-        actions = {
-            "scale-out": lambda: group.start("w3"),
-            "scale-in": lambda: group.workers["w3"].stop(),
-            "kill -9": lambda: group.workers["w2"].kill(),
-        }
-        for name in PHASES:
-            before = group.owners()
-            started = time.time()
-            actions[name]()
-            time.sleep(max(0.0, started + args.phase_seconds - time.time()))
-            after = group.owners()
-            ended = time.time()
-            if not traffic.wait_read_up_to(ended):
-                say(f"  {name}: the changelog reader did not catch up within 30s")
-            gaps = task_gaps(traffic.times(), started, ended, range(args.partitions))
-            moved = frozenset(t for t in range(args.partitions) if before.get(t) != after.get(t))
-            phase = Phase(variant, name, gaps, moved, ended - started)
-            phases.append(phase)
-            each = ", ".join(f"{t}: {g:.1f}" for t, g in sorted(gaps.items()))
-            say(
-                f"  {name}: worst gap {phase.worst:.1f}s (per task {{{each}}}),"
-                f" moved {sorted(moved)}, owners {after}"
-            )
-            for worker, totals in group.pacing().items():
-                say(
-                    f"    {worker} standby follower so far: {totals['applied']:,} records,"
-                    f" {totals['busy']:.1f} s busy, {totals['resting']:.1f} s resting"
-                    f" (share {totals['share']:g})"
-                )
+        with Workers(APP, broker, root / variant, env, kill=True) as group:
+            traffic.start()
+            for name in ("w1", "w2"):
+                group.start(name)
+            settle(group, traffic, args.partitions, args.settle_seconds, args.timeout)
+            say(f"{variant}: two workers running every task; phases of {args.phase_seconds:.0f}s")
+            actions = {
+                "scale-out": lambda: group.start("w3"),
+                "scale-in": lambda: group.processes["w3"].stop(),
+                "kill -9": lambda: group.processes["w2"].kill(),
+            }
+            return [
+                run_phase(variant, name, actions[name], group, traffic, args) for name in PHASES
+            ]
     finally:
-        group.stop_all()
-        traffic.stop()
-    return phases
+        traffic.stop()  # after the workers
+
+
+def run_phase(
+    variant: str,
+    name: str,
+    action: Callable[[], object],
+    group: Workers,
+    traffic: Traffic,
+    args: argparse.Namespace,
+) -> Phase:
+    """*action*, then the rest of the phase: each task's gap, and which tasks moved."""
+    before = owners(group)
+    started = time.time()
+    action()
+    time.sleep(max(0.0, started + args.phase_seconds - time.time()))
+    after = owners(group)
+    ended = time.time()
+    if not traffic.wait_read_up_to(ended):
+        say(f"  {name}: the changelog reader did not catch up within 30s")
+    gaps = task_gaps(traffic.times(), started, ended, range(args.partitions))
+    moved = frozenset(t for t in range(args.partitions) if before.get(t) != after.get(t))
+    phase = Phase(variant, name, gaps, moved, ended - started)
+    each = ", ".join(f"{t}: {g:.1f}" for t, g in sorted(gaps.items()))
+    say(
+        f"  {name}: worst gap {phase.worst:.1f}s (per task {{{each}}}),"
+        f" moved {sorted(moved)}, owners {after}"
+    )
+    for worker, totals in pacing(group).items():
+        say(
+            f"    {worker} standby follower so far: {totals['applied']:,} records,"
+            f" {totals['busy']:.1f} s busy, {totals['resting']:.1f} s resting"
+            f" (share {totals['share']:g})"
+        )
+    return phase
 
 
 def _s(value: float | None, window: float = 0.0) -> str:
@@ -273,7 +254,7 @@ def report(phases: Sequence[Phase]) -> str:
 def build_parser() -> argparse.ArgumentParser:
     """The command line (see the module docstring)."""
     p = argparse.ArgumentParser(
-        prog="python benchmarks/rebalance.py",
+        prog="python -m benchmarks.rebalance",
         description=(__doc__ or "").splitlines()[0],
         allow_abbrev=False,
     )
@@ -333,10 +314,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     phases: list[Phase] = []
     failed = []
     with (
-        tempfile.TemporaryDirectory(prefix="sj-bench-rebalance-") as tmp,
+        run_directory("sj-bench-rebalance-", given=args.workdir) as root,
         embedded_broker() as broker,
     ):
-        root = Path(tmp) if args.workdir is None else args.workdir
         for variant in variants:
             try:
                 phases.extend(run_variant(variant, broker, root, args))

@@ -19,20 +19,15 @@ caught up on it. A task is **rack-unsafe** when its copies (active +
 standbys) sit on fewer racks than the members allow (a member holds one replica
 of a task, so the member warming it up cannot also hold its standby).
 
-    python benchmarks/churn.py [--rounds 300] [--seed 7]
+    python -m benchmarks.assignor.churn [--rounds 300] [--seed 7]
 """
 
 from __future__ import annotations
 
 import argparse
 import random
-import sys
 import time
-from pathlib import Path
 from typing import Any
-
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.harness.report import render_table, say
 from streamjoin.assignment import assign_document
@@ -173,7 +168,9 @@ def run(rounds: int, seed: int, cap: int | None) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python benchmarks/churn.py", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.assignor.churn", description=__doc__
+    )
     parser.add_argument("--rounds", type=int, default=300)
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)

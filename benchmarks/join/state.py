@@ -3,7 +3,7 @@
 Generator events go through ``AdAttribution(...).task(BatchState over RocksDB)`` with a
 window so long that nothing expires, committed as the operator does; the database's
 directory is measured after flush + close and after a full compaction (see
-``benchmarks/join.py``).
+``__main__.py``).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def run_state(args: argparse.Namespace, workdir: Path) -> StateReport:
 
     from streamjoin.ads import generator
     from streamjoin.ads.policy import AdAttribution
-    from streamjoin.faust.batch_state import BatchState
+    from streamjoin.faust.join.batch_state import BatchState
     from streamjoin.join import keys
     from streamjoin.join.window import JoinWindow
 

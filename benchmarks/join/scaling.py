@@ -15,17 +15,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.harness import ads
 from benchmarks.harness.kafka import Backlog, create_topics, produce_backlog
 from benchmarks.harness.report import fmt_rate, render_table, say
-from benchmarks.harness.workers import BenchError, running, watch
-from benchmarks.join_throughput import BACKLOG_JITTER_MS, ThroughputReport
-from streamjoin.dev.broker import EmbeddedBroker, free_port
-from streamjoin.dev.process import WorkerProcess
+from benchmarks.harness.workers import BenchError, Workers, watch
+from benchmarks.join.throughput import BACKLOG_JITTER_MS, ThroughputReport
+from streamjoin.dev.broker import EmbeddedBroker
 
 #: partition counts of the one-worker runs produced here (4 is part 1's)
 SINGLE_WORKER_PARTITIONS = (1, 2)
@@ -40,21 +38,6 @@ class ScalingRun:
     workers: int
     records: int
     rate: float
-
-
-class _Group:
-    """Several workers watched as one: running while all run."""
-
-    def __init__(self, processes: list[WorkerProcess]) -> None:
-        self.processes = processes
-        self.log_path = ", ".join(str(p.log_path) for p in processes)
-
-    def running(self) -> bool:
-        return all(p.running() for p in self.processes)
-
-    def returncode(self) -> int | None:
-        codes = [p.returncode() for p in self.processes if not p.running()]
-        return codes[0] if codes else None
 
 
 def _produce(
@@ -90,21 +73,16 @@ def _run_group(
 ) -> float:
     """Records/s of *workers* workers of one new group reading the backlog at *prefix*."""
     config = ads.settings(app_id, prefix, partitions, args.grace_ms)
-    ports = [free_port() for _ in range(workers)]
-    processes = [
-        ads.ads_worker(broker, workdir, f"{name}-w{i}", config, port)
-        for i, port in enumerate(ports)
-    ]
+    with Workers(ads.APP, broker, workdir, config.to_env()) as group:
+        for i in range(workers):
+            group.start(f"{name}-w{i}")
 
-    def count() -> int | None:
-        seen = [ads.join_processed(port) for port in ports]
-        known = [n for n in seen if n is not None]
-        return sum(known) if known else None
+        def count() -> int | None:
+            seen = [ads.join_processed(port) for port in group.ports.values()]
+            known = [n for n in seen if n is not None]
+            return sum(known) if known else None
 
-    with contextlib.ExitStack() as stack:
-        for process in processes:
-            stack.enter_context(running(process))
-        result = watch(name, _Group(processes), count, records, args.timeout)  # type: ignore[arg-type]
+        result = watch(name, group, count, records, args.timeout)
     return result.rate
 
 

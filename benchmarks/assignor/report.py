@@ -1,6 +1,6 @@
 """The assignor benchmark's report: one side-by-side block per scenario and a summary.
 
-Figures come from ``benchmarks/assignor.py`` (times, peak memory) and
+Figures come from ``__main__.py`` (times, peak memory) and
 ``benchmarks/metrics`` (spread, moves, warm/cold, violations), the same for both assignors.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from benchmarks import faust_peer
+from benchmarks.assignor import faust_peer
 from benchmarks.harness.report import columns
 
 ASSIGNORS = ("streamjoin", "faust")

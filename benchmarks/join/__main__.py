@@ -8,7 +8,7 @@ One run, one embedded broker, three parts (each can be skipped or sized down):
    consumer group, three single-worker runs read the whole backlog:
 
    * *peer*: a plain ``faust.App`` (faust-streaming's defaults) whose one agent
-     over both topics only counts records (``join_peer_app.py``): the ceiling
+     over both topics only counts records (``peer_app.py``): the ceiling
      of reading the input through faust;
    * *streamjoin*: one worker of ``streamjoin.ads.app``;
    * the peer again, after streamjoin (the machine's load drifts during a
@@ -22,7 +22,7 @@ One run, one embedded broker, three parts (each can be skipped or sized down):
 
 1b. **Scaling.** The same measurement for one worker on backlogs of 1 and 2
    partitions and for two workers of one group on part 1's backlog
-   (``join_scaling.py``), beside part 1's one worker on 4 partitions.
+   (``scaling.py``), beside part 1's one worker on 4 partitions.
 
 2. **End-to-end latency.** A fresh streamjoin worker with a small grace gets
    the generator's events paced in real time (event time = wall clock) at
@@ -41,15 +41,13 @@ One run, one embedded broker, three parts (each can be skipped or sized down):
    events as the operator does; the database is flushed and closed and its
    directory's bytes are divided by the events buffered.
 
-The parts are ``join_throughput.py``, ``join_scaling.py``, ``join_latency.py`` and
-``join_state.py``, over the shared ``benchmarks/harness``; this file is their
-command line and summary. ``--profile`` runs part 1's join worker under cProfile
-(``join_profiled_app.py``; slower) and prints where its main thread's time goes.
+The parts are ``throughput.py``, ``scaling.py``, ``latency.py`` and ``state.py``,
+over the shared ``benchmarks/harness``; this file is their command line and summary.
 
-    python benchmarks/join.py [--impressions 200000] [--latency-seconds 30]
+    python -m benchmarks.join [--impressions 200000] [--latency-seconds 30]
                               [--latency-rate N ...] [--state-events 1000000]
                               [--skip-throughput] [--skip-scaling] [--skip-latency]
-                              [--skip-state] [--profile]
+                              [--skip-state]
 """
 
 from __future__ import annotations
@@ -57,29 +55,29 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks import join_latency, join_scaling, join_state, join_throughput
 from benchmarks.harness.report import fmt_rate, render_table, say, verdict
-from benchmarks.harness.workers import BenchError, embedded_broker, exit_on_sigterm
-from benchmarks.join_latency import LatencyReport
-from benchmarks.join_scaling import ScalingRun
-from benchmarks.join_state import StateReport
-from benchmarks.join_throughput import BACKLOG_JITTER_MS, ThroughputReport
+from benchmarks.harness.workers import (
+    BenchError,
+    embedded_broker,
+    exit_on_sigterm,
+    run_directory,
+)
+from benchmarks.join import latency, scaling, state, throughput
+from benchmarks.join.latency import LatencyReport
+from benchmarks.join.scaling import ScalingRun
+from benchmarks.join.state import StateReport
+from benchmarks.join.throughput import BACKLOG_JITTER_MS, ThroughputReport
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line (see the module docstring)."""
     p = argparse.ArgumentParser(
-        prog="python benchmarks/join.py",
+        prog="python -m benchmarks.join",
         description=(__doc__ or "").splitlines()[0],
         allow_abbrev=False,
     )
@@ -95,11 +93,6 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--skip-throughput", action="store_true", help="skip part 1")
     t.add_argument("--skip-peer", action="store_true", help="part 1 without the faust peer")
     t.add_argument("--skip-scaling", action="store_true", help="skip the scaling table (part 1b)")
-    t.add_argument(
-        "--profile",
-        action="store_true",
-        help="run the join worker under cProfile (slower) and print its top entries",
-    )
     lat = p.add_argument_group("latency")
     lat.add_argument(
         "--latency-seconds", type=float, default=30.0, help="measured seconds [%(default)s]"
@@ -201,18 +194,18 @@ def summary_rows(
     tp: ThroughputReport | None,
     lat: LatencyReport | Sequence[LatencyReport] | None,
     st: StateReport | None,
-    scaling: Sequence[ScalingRun] = (),
+    scaled: Sequence[ScalingRun] = (),
 ) -> list[list[str]]:
     """The final table's rows: figure, value, target, verdict."""
     rows = []
     if tp is not None:
-        rows += join_throughput.summary_rows(tp)
-    for run in scaling:
+        rows += throughput.summary_rows(tp)
+    for run in scaled:
         rows.append([f"scaling: {run.label} records/s", fmt_rate(run.rate), "", ""])
     for one in [lat] if isinstance(lat, LatencyReport) else lat or ():
-        rows += join_latency.summary_rows(one)
+        rows += latency.summary_rows(one)
     if st is not None:
-        rows += join_state.summary_rows(st)
+        rows += state.summary_rows(st)
     return rows
 
 
@@ -221,32 +214,32 @@ def run_on_broker(
 ) -> tuple[ThroughputReport | None, list[ScalingRun], list[LatencyReport]]:
     """Parts 1, 1b and 2, on one embedded broker."""
     tp = None
-    scaling: list[ScalingRun] = []
+    scaled: list[ScalingRun] = []
     lats: list[LatencyReport] = []
     with embedded_broker() as broker:
         say(f"embedded broker on {broker.bootstrap}; run id {run_id}")
         if not args.skip_throughput:
-            tp = join_throughput.run_throughput(args, broker, workdir, run_id)
+            tp = throughput.run_throughput(args, broker, workdir, run_id)
             say()
-            join_throughput.print_throughput(tp)
+            throughput.print_throughput(tp)
             say()
             if not args.skip_scaling:
-                scaling = join_scaling.run_scaling(args, broker, workdir, run_id, tp)
+                scaled = scaling.run_scaling(args, broker, workdir, run_id, tp)
                 say()
-                join_scaling.print_scaling(scaling, tp.peer.rate if tp.peer else None)
+                scaling.print_scaling(scaled, tp.peer.rate if tp.peer else None)
                 say()
         if not args.skip_latency:
             if tp:
                 per = tp.backlog.records_per_impression
             else:
-                per = join_latency.records_per_impression(args.seed)
-            for rate in args.latency_rate or join_latency.DEFAULT_RATES:
-                lat = join_latency.run_latency(args, broker, workdir, run_id, rate, per)
+                per = latency.records_per_impression(args.seed)
+            for rate in args.latency_rate or latency.DEFAULT_RATES:
+                lat = latency.run_latency(args, broker, workdir, run_id, rate, per)
                 say()
-                join_latency.print_latency(lat)
+                latency.print_latency(lat)
                 say()
                 lats.append(lat)
-    return tp, scaling, lats
+    return tp, scaled, lats
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -256,31 +249,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     exit_on_sigterm()
     run_id = f"bj{os.getpid()}-{int(time.time()) % 100_000}"
     tp = st = None
-    scaling: list[ScalingRun] = []
+    scaled: list[ScalingRun] = []
     lats: list[LatencyReport] = []
-    workdir = Path(tempfile.mkdtemp(prefix="sj-bench-join-"))
-    say(f"working directory (worker logs, data): {workdir}")
     try:
-        if not (args.skip_throughput and args.skip_latency):
-            tp, scaling, lats = run_on_broker(args, workdir, run_id)
-        if not args.skip_state:
-            st = join_state.run_state(args, workdir)
-            say()
-            join_state.print_state(st)
-            say()
+        with run_directory("sj-bench-join-", keep=args.keep) as workdir:
+            if not (args.skip_throughput and args.skip_latency):
+                tp, scaled, lats = run_on_broker(args, workdir, run_id)
+            if not args.skip_state:
+                st = state.run_state(args, workdir)
+                say()
+                state.print_state(st)
+                say()
     except BenchError as exc:
         say(f"error: {exc}")
-        say(f"(worker logs and data kept in {workdir})")
         return 2
-    except BaseException:
-        say(f"(worker logs and data kept in {workdir})")
-        raise
-    if args.keep:
-        say(f"(worker logs and data kept in {workdir})")
-    else:
-        shutil.rmtree(workdir, ignore_errors=True)
     say("summary")
-    rows = summary_rows(tp, lats, st, scaling)
+    rows = summary_rows(tp, lats, st, scaled)
     say(render_table(["figure", "value", "target", "verdict"], rows))
     ok = all(row[3] != verdict(False) for row in rows)
     return 0 if ok else 1

@@ -2,8 +2,8 @@
 
 A backlog of the generator's impressions and their clicks is produced to fresh
 topics; then, one after the other and each with its own consumer group, the peer
-(``join_peer_app.py``), one worker of ``streamjoin.ads.app`` and the peer again read
-all of it while their counts are polled (see ``benchmarks/join.py``); the faster of
+(``peer_app.py``), one worker of ``streamjoin.ads.app`` and the peer again read
+all of it while their counts are polled (see ``__main__.py``); the faster of
 the peer's two passes is the one streamjoin is compared with.
 """
 
@@ -23,6 +23,8 @@ from benchmarks.harness.report import fmt_rate, render_table, say, verdict
 from benchmarks.harness.workers import BenchError, http_json, running, watch, worker
 from streamjoin.dev.broker import LOOPBACK, EmbeddedBroker, free_port
 
+#: the count-only faust peer
+PEER_APP = "benchmarks.join.peer_app:app"
 #: streamjoin's records/s over the peer's (issue 14: at least the peer's)
 THROUGHPUT_RATIO_TARGET = 1.00
 #: the backlog's generator jitter (its default); the throughput run's grace must cover it
@@ -91,22 +93,13 @@ def run_throughput(
 
     say(f"(b) streamjoin: one worker of streamjoin.ads.app (grace {args.grace_ms} ms) ...")
     port = free_port()
-    if args.profile:
-        profile = workdir / "streamjoin.prof"
-        env = {**config.to_env(), "SJ_BENCH_PROFILE": str(profile)}
-        process = worker(
-            "join_profiled_app:app", broker, workdir, "streamjoin", env=env, web_port=port
-        )
-    else:
-        process = ads.ads_worker(broker, workdir, "streamjoin", config, port)
+    process = ads.ads_worker(broker, workdir, "streamjoin", config, port)
     with running(process):
         ours = watch(
             "streamjoin", process, lambda: ads.join_processed(port), backlog.records, args.timeout
         )
         join_stats = ads.join_stats(port)
     say(f"  streamjoin: {fmt_rate(ours.rate)} records/s")
-    if args.profile:
-        say(profile_top(workdir / "streamjoin.prof", PROFILE_TOP))
     if not args.skip_peer:
         # the machine's load changes during a run: the peer again, after the
         # join, and the faster of its two passes is the one compared
@@ -128,35 +121,11 @@ def _run_peer(
     """One pass of the faust peer over the backlog, in a consumer group of its own."""
     port = free_port()
     env = {"SJ_BENCH_APP_ID": f"{run_id}-{name}", "SJ_BENCH_TOPIC_PREFIX": prefix}
-    process = worker("join_peer_app:app", broker, workdir, name, env=env, web_port=port)
+    process = worker(PEER_APP, broker, workdir, name, env=env, web_port=port)
     with running(process):
         peer = watch(name, process, lambda: peer_processed(port), backlog.records, args.timeout)
     say(f"  {name}: {fmt_rate(peer.rate)} records/s")
     return peer
-
-
-#: entries of the profile printed
-PROFILE_TOP = 20
-
-
-def profile_top(path: Path, n: int) -> str:
-    """The *n* functions of the profile at *path* with the most own time."""
-    import io
-    import pstats
-
-    if not path.exists():
-        return f"(no profile written at {path})"
-    out = io.StringIO()
-    stats = pstats.Stats(str(path), stream=out)
-    stats.sort_stats("tottime").print_stats(n)
-    lines = out.getvalue().splitlines()
-    start = next((i for i, line in enumerate(lines) if "ncalls" in line), 0)
-    return "\n".join(
-        [
-            "CPU profile of the join worker's main thread (top by own time):",
-            *lines[max(start - 3, 0) :],
-        ]
-    )
 
 
 def print_throughput(report: ThroughputReport) -> None:
