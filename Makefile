@@ -5,8 +5,10 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-# the pure layers and the ad policy's pure modules: mypy --strict (pyproject.toml)
-PURE := streamjoin/assignment streamjoin/membership streamjoin/join streamjoin/restore \
+# the pure layers, the faust adapters and the ad policy's pure modules: mypy --strict
+# (pyproject.toml)
+STRICT := streamjoin/assignment streamjoin/membership streamjoin/join streamjoin/restore \
+	streamjoin/faust \
 	streamjoin/errors.py streamjoin/_lazy.py streamjoin/_gc.py streamjoin/ads/policy.py \
 	streamjoin/ads/attribution.py streamjoin/ads/keys.py streamjoin/ads/topics.py \
 	streamjoin/ads/generator/core.py streamjoin/ads/generator/config.py
@@ -33,7 +35,7 @@ demo: $(DEMO_STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check streamjoin tests benchmarks examples
-	$(BIN)/mypy $(PURE)
+	$(BIN)/mypy $(STRICT)
 
 # every test, then faust-streaming's own tests with streamjoin's classes swapped in
 test: lint
@@ -61,17 +63,17 @@ test-faults: $(STAMP)
 	done
 
 bench: $(STAMP)
-	$(BIN)/python benchmarks/assignor.py
-	$(BIN)/python benchmarks/churn.py
+	$(BIN)/python -m benchmarks.assignor
+	$(BIN)/python -m benchmarks.assignor.churn
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
 bench-restore: $(STAMP)
-	$(BIN)/python benchmarks/restore.py
+	$(BIN)/python -m benchmarks.restore
 
 bench-join: $(STAMP)
-	$(BIN)/python benchmarks/join.py
+	$(BIN)/python -m benchmarks.join
 
 bench-rebalance: $(STAMP)
-	$(BIN)/python benchmarks/rebalance.py
+	$(BIN)/python -m benchmarks.rebalance

@@ -115,7 +115,7 @@ joins = {}
 for join in app.joins.values():
     external.update(t.get_topic_name() for t in join.outputs.values())
     external.add(join.dead_letters.get_topic_name())
-    joins[join.name] = [join.left_topic, join.right_topic, join.partitions]
+    joins[join.name] = [join.config.left_topic, join.config.right_topic, join.config.partitions]
 declared = declared_topics(app)
 print(json.dumps({"external": sorted(external), "joins": joins,
                   "partitions": dict(declared.partitions),

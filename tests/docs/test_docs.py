@@ -154,6 +154,9 @@ def test_the_package_layout_lists_every_subpackage() -> None:
     assert listed_dirs == on_disk, (listed_dirs ^ on_disk, "describe every subpackage, once")
     assert listed_modules and all((package / m).exists() for m in listed_modules)
     assert "examples/ad_monetization/" in tree
+    rooms = set(re.findall(r"^    (\w+)/\s", tree, re.M))
+    on_disk = {p.parent.name for p in (package / "faust").glob("*/__init__.py")}
+    assert rooms == on_disk, (rooms ^ on_disk, "describe every room of faust/, once")
 
 
 # -- names: modules, commands, make targets ---------------------------------------------

@@ -35,6 +35,8 @@ from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
+from streamjoin._progress import ProgressLog
+from streamjoin._supervise import crash_on_failure
 from streamjoin.ads.archive import files
 from streamjoin.ads.archive.ledger import FilePlan, Offer, PartitionLedger
 from streamjoin.ads.archive.rows import (
@@ -73,7 +75,7 @@ class ArchiveSink:
         max_records: rows a partition buffers before it is flushed.
         flush_interval: seconds a buffered row waits at most (while records flow).
         stats: counters on this worker.
-        log_interval: seconds between progress log lines.
+        progress: the progress log (``progress.interval``: seconds between lines).
     """
 
     def __init__(
@@ -102,14 +104,11 @@ class ArchiveSink:
         self.max_records = max_records
         self.flush_interval = flush_interval
         self.stats = ArchiveStats()
-        self.log_interval = 10.0
         self._ledgers: dict[tuple[str, int], PartitionLedger[Any]] = {}
         #: dataset name -> listing, for the partitions taken in this generation
         self._listings: dict[str, files.Listing] = {}
         self._lock = asyncio.Lock()
-        self._logged_at = time.monotonic()
-        self._logged_rows = 0
-        self._logged_state: tuple[int, ...] = ()
+        self.progress = ProgressLog(logger)
         self.source = app.topic(*self.datasets, key_serializer="raw", value_serializer="raw")
         self.agent = app.agent(self.source, name=f"streamjoin.ads.archive.{name}")(self._consume)
         self._tick = min(0.5, flush_interval)
@@ -149,13 +148,8 @@ class ArchiveSink:
             await self._guarded(self._receive(event))
 
     async def _guarded(self, work: Any) -> None:
-        try:
-            await work
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # a flush that cannot be made durable stops the worker
-            logger.exception("%s: failed, stopping the worker", self.label)
-            await self.app.crash(exc)
+        # a flush that cannot be made durable stops the worker
+        await crash_on_failure(work, what=self.label, crash=self.app.crash, logger=logger)
 
     async def _receive(self, event: Any) -> None:
         message = event.message
@@ -220,7 +214,7 @@ class ArchiveSink:
         logged = time.monotonic()
         async with aclosing(read_range(self.app.conf, topic, partition, start, stop)) as chunks:
             async for records in chunks:
-                if time.monotonic() - logged >= self.log_interval:
+                if time.monotonic() - logged >= self.progress.interval:
                     logged = time.monotonic()
                     logger.info(
                         "%s: %s[%d]: reading offsets %d..%d from the brokers, at %d",
@@ -325,18 +319,13 @@ class ArchiveSink:
         # in a rebalance or a shutdown faust waits for every unacked record: flush all
         urgent = bool(getattr(self.app, "rebalancing", False) or self.app.should_stop)
         await self._guarded(self.flush(only_due=not urgent))
-        now = time.monotonic()
-        if now - self._logged_at >= self.log_interval:
-            self._log_progress(now)
-
-    def _log_progress(self, now: float) -> None:
         s = self.stats
         state = (s.received, s.rows_written, s.skipped_replays, s.bad, self.buffered)
-        if state == self._logged_state:
-            return
-        rate = (s.rows_written - self._logged_rows) / max(now - self._logged_at, 1e-9)
-        self._logged_at, self._logged_rows, self._logged_state = now, s.rows_written, state
-        logger.info(
+        self.progress.maybe_log(time.monotonic(), s.rows_written, state, self._progress_line)
+
+    def _progress_line(self, rate: float) -> tuple[object, ...]:
+        s = self.stats
+        return (
             "%s: %d files, %d rows written (%.0f/s; %s), %d skipped replays, "
             "%d bad, %d buffered in %d partitions, %d dead letters not late",
             self.label,

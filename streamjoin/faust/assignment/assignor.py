@@ -244,8 +244,7 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
             "last_rebalance": self.last_rebalance,
         }
 
-    # -- internals -----------------------------------------------------------
-    def _stop_worker(self, exc: Exception) -> None:
+    def stop_worker(self, exc: Exception) -> None:
         """Crash the app (its worker exits non-zero) from the consumer's thread.
 
         An assignment that cannot be made (e.g. co-partitioned topics whose
@@ -265,6 +264,7 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
         except RuntimeError:  # loop closed: the worker is stopping anyway
             logger.debug("streamjoin: event loop closed; not crashing the app")
 
+    # -- internals -----------------------------------------------------------
     def _set_distribution(self, info: AssignmentInfo) -> None:
         changelogs = set(getattr(self.app.tables, "changelog_topics", set()))
         routes = info.route_map()

@@ -13,6 +13,8 @@ import socket
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from streamjoin.faust.kafka.app import add_span_tags
+
 __all__ = ["observed_assignment"]
 
 T = TypeVar("T")
@@ -34,7 +36,7 @@ def observed_assignment(
     )
     with span:
         out = _sensed(app, assignor, run, stats)
-        app._span_add_default_tags(span)
+        add_span_tags(app, span)
         span.set_tag("assignment", out)
     return out
 

@@ -20,6 +20,7 @@ from aiokafka.coordinator.protocol import (
 from streamjoin._gc import gc_paused
 from streamjoin.assignment import assign
 from streamjoin.assignment.errors import AssignmentError
+from streamjoin.faust.kafka.app import changelog_topic_name
 from streamjoin.membership.group_state import JoinedMember, build_group_state
 from streamjoin.membership.shares import empty_shares, member_shares
 from streamjoin.membership.userdata import decode_member, encode_assignment
@@ -53,8 +54,8 @@ def lead(
             logger.warning("streamjoin: topic %r has no partitions yet; not assigned", topic)
     app = assignor.app
     tables = list(getattr(app.tables, "data", {}).values())
-    changelogs = {t._changelog_topic_name() for t in tables}
-    globals_ = {t._changelog_topic_name() for t in tables if getattr(t, "is_global", False)}
+    changelogs = {changelog_topic_name(t) for t in tables}
+    globals_ = {changelog_topic_name(t) for t in tables if getattr(t, "is_global", False)}
     settings = assignor.settings
     state, member_ids = build_group_state(
         joined,
@@ -73,7 +74,7 @@ def lead(
             result = assign(state)
     except AssignmentError as exc:
         logger.error("streamjoin: cannot assign the group, stopping this worker: %s", exc)
-        assignor._stop_worker(exc)
+        assignor.stop_worker(exc)
         raise
     # by Kafka member id: two members claiming one stable id keep their own urls
     urls = {j.member_id: j.info.url for j in joined if j.info is not None}

@@ -14,25 +14,11 @@ this order and each only after the previous one returned:
    database in one write batch with the changelog offset reached, then the
    task's input records are acked (faust may commit their offsets).
 
-Every changelog record carries the task's owner token
-(:data:`~streamjoin.restore.ownership.OWNER_HEADER`): records a worker sends
-after it lost the task are skipped by whoever restores it. The operator checks
-before steps 1, 2 and 3 that the worker still owns the task (its session lease
-is valid, no rebalance began since the batch did, the token is current) and
-abandons the batch otherwise: nothing more is sent, written to RocksDB or acked.
-
-A changelog is a state only once it has the positions, and they are sent after
-the outputs are acknowledged: a crash before that leaves a changelog whose
-positions are the previous batch's, with any prefix of this batch's other
-changes (a state the logic passed through), so the batch's records are read
-again and its outputs re-emitted with the same key and value (effectively
-once, by key). An input record is acked only once the state saying it was
-applied is durable, so faust never commits past the state's position.
-
-Records go out through :class:`Sender`: in record batches per partition
-through aiokafka's batch API (one future per batch, not per record), or
-record by record through faust's producer when the app produces in
-transactions (``processing_guarantee="exactly_once"``).
+Why this order survives a crash between any two steps, and what it asks of
+a policy, is the contract in docs/joins.rst ("Delivery: effectively once, by
+key"; "A worker frozen past its session" for the ownership checks before
+steps 1, 2 and 3); it is written there once. Records go out through the bulk
+producer (:class:`~streamjoin.faust.kafka.producer.Sender`).
 """
 
 from __future__ import annotations
@@ -42,22 +28,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamjoin.faust.join.tasks import JoinTask, Output
+from streamjoin.faust.join.tasks import JoinTask
+from streamjoin.faust.join.types import Output
+from streamjoin.faust.kafka.producer import Record, Sender, Sent
 
 __all__ = [
     "Batch",
-    "Sender",
     "commit_and_ack",
     "make_durable",
     "send_outputs_and_content",
     "send_positions",
 ]
-
-#: a record to send: (topic, partition or None: by key, key, value, headers)
-Record = tuple[str, int | None, bytes | None, bytes | None, Sequence[tuple[str, bytes]] | None]
-#: records sent: (topic, partition, future of the first one's metadata, how many)
-Sent = tuple[str, int, Any, int]
-
 
 @dataclass
 class Batch:
@@ -65,66 +46,6 @@ class Batch:
 
     outputs: list[Output] = field(default_factory=list)
     touched: list[JoinTask] = field(default_factory=list)
-
-
-class Sender:
-    """Sends records and waits for their acknowledgements, in bulk when it can."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    def _bulk(self) -> Any:
-        """aiokafka's producer when its batch API may be used, else ``None``."""
-        if "exactly" in str(getattr(self.app.conf, "processing_guarantee", "")):
-            return None  # faust sends in its transactions
-        try:
-            aio = self.app.producer._ensure_producer()
-        except Exception:  # not started, or not the aiokafka driver
-            return None
-        return aio if hasattr(aio, "create_batch") and hasattr(aio, "send_batch") else None
-
-    async def send(self, records: Sequence[Record]) -> list[Sent]:
-        """Send *records* (each partition's in the given order); nothing awaited
-        beyond the producer's own buffering."""
-        aio = self._bulk()
-        if aio is None:
-            producer = self.app.producer
-            sent = []
-            for topic, partition, key, value, headers in records:
-                fut = await producer.send(topic, key, value, partition, None, headers)
-                sent.append((topic, -1 if partition is None else partition, fut, 1))
-            return sent
-        groups: dict[tuple[str, int], list[Record]] = {}
-        known: set[str] = set()
-        for record in records:
-            topic, partition, key = record[0], record[1], record[2]
-            if partition is None:
-                if topic not in known:
-                    await aio.client._wait_on_metadata(topic)
-                    known.add(topic)
-                partition = aio._partition(topic, None, key, None, key, None)
-            groups.setdefault((topic, partition), []).append(record)
-        sent = []
-        for (topic, partition), group in groups.items():
-            builder, n = aio.create_batch(), 0
-            for _, _, key, value, headers in group:
-                if _append(builder, key, value, headers):
-                    n += 1
-                    continue
-                fut = await aio.send_batch(builder, topic, partition=partition)
-                sent.append((topic, partition, fut, n))
-                builder, n = aio.create_batch(), 1
-                if not _append(builder, key, value, headers):
-                    raise ValueError(f"a record for {topic}[{partition}] does not fit in a batch")
-            if n:
-                fut = await aio.send_batch(builder, topic, partition=partition)
-                sent.append((topic, partition, fut, n))
-        return sent
-
-
-def _append(builder: Any, key: bytes | None, value: bytes | None, headers: Any) -> bool:
-    """Add a record to an aiokafka record batch; ``False`` when the batch is full."""
-    return builder.append(timestamp=None, key=key, value=value, headers=headers or []) is not None
 
 
 async def acknowledged(sent: Sequence[Sent], topic: str) -> dict[int, int]:

@@ -11,18 +11,18 @@ and its co-partition group are declared on the app.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from streamjoin.assignment.grouping import copartition_problems
+from streamjoin.faust.join.types import JoinConfig
 from streamjoin.join.errors import JoinConfigError
 from streamjoin.join.policy import JoinPolicy
 
-if TYPE_CHECKING:
-    from streamjoin.faust.join.operator import Join
-
 __all__ = [
     "RAW",
+    "Declared",
     "check_batching",
     "check_outputs",
     "check_record_limit",
@@ -30,6 +30,7 @@ __all__ = [
     "check_table_manager",
     "declare_copartitioned",
     "declare_dead_letters",
+    "declare_join",
     "declare_outputs",
     "declare_source",
     "declare_state_table",
@@ -39,6 +40,75 @@ __all__ = [
 
 #: serializers of every topic a join reads or writes: the policy does the decoding
 RAW: Mapping[str, str] = {"key_serializer": "raw", "value_serializer": "raw"}
+
+
+@dataclass(frozen=True)
+class Declared:
+    """A join as declared on the app: its configuration and the faust objects behind it.
+
+    Attributes:
+        config: the checked configuration (topic names).
+        outputs: output name -> faust topic (raw bytes).
+        dead_letters: the dead-letter faust topic.
+        source: the one faust topic both sides are read from.
+        table: the changelogged state table ``<name>-state``.
+    """
+
+    config: JoinConfig
+    outputs: dict[str, Any]
+    dead_letters: Any
+    source: Any
+    table: Any
+
+
+def declare_join(
+    app: Any,
+    left: Any,
+    right: Any,
+    *,
+    policy: JoinPolicy,
+    name: str,
+    outputs: Mapping[str, Any] | None,
+    dead_letters: Any,
+    partitions: int | None,
+    max_idle_ms: int,
+    batch_max: int,
+    batch_interval: float,
+    max_record_bytes: int,
+) -> Declared:
+    """Check a join's declaration, then declare its topics, state table and
+    co-partition group on *app* (nothing is declared unless every check passed).
+
+    Raises:
+        JoinConfigError: the declaration is refused (the message says why).
+    """
+    max_record_bytes = check_record_limit(name, max_record_bytes)
+    left_topic, right_topic, counts = check_sides(name, left, right)
+    count = join_partitions(app, partitions, counts)
+    check_batching(name, max_idle_ms, batch_max, batch_interval)
+    check_table_manager(app, name)
+    wanted = check_outputs(name, policy, outputs)
+    topics = declare_outputs(app, name, policy, wanted)
+    dlq = declare_dead_letters(app, name, dead_letters)
+    source = declare_source(app, left_topic, right_topic, count)
+    table = declare_state_table(app, name, count)
+    changelog = table.changelog_topic.get_topic_name()
+    declare_copartitioned(app, (left_topic, right_topic, changelog))
+    config = JoinConfig(
+        name=name,
+        left_topic=left_topic,
+        right_topic=right_topic,
+        partitions=count,
+        window=policy.window,
+        changelog_topic=changelog,
+        outputs={out: topic.get_topic_name() for out, topic in sorted(topics.items())},
+        dead_letters=dlq.get_topic_name(),
+        max_idle_ms=max_idle_ms,
+        batch_max=batch_max,
+        batch_interval=batch_interval,
+        max_record_bytes=max_record_bytes,
+    )
+    return Declared(config, topics, dlq, source, table)
 
 
 # -- checks -------------------------------------------------------------------------
@@ -160,21 +230,31 @@ def declare_copartitioned(app: Any, topics: tuple[str, ...]) -> None:
     app.copartitioned_topics = groups
 
 
-def hook_rebalance(join: Join) -> None:
-    """Let the join drop revoked tasks before faust closes their databases."""
-    table = join.table
+def hook_rebalance(
+    app: Any,
+    table: Any,
+    *,
+    assigned: Callable[[set[Any]], Awaitable[None]],
+    revoked: Callable[..., Awaitable[None]],
+) -> None:
+    """Call *assigned* with each new assignment before faust's own rebalance of
+    *table* (the join drops its revoked tasks before faust closes their
+    databases), and connect *revoked* to the app's ``on_partitions_revoked``
+    signal (a clean handover: the member rejoins once the batch in flight is
+    durable)."""
     original = table.on_rebalance
 
     async def on_rebalance(
-        assigned: set[Any], revoked: set[Any], newly_assigned: set[Any], generation_id: int = 0
+        assigned_tps: set[Any],
+        revoked_tps: set[Any],
+        newly_assigned: set[Any],
+        generation_id: int = 0,
     ) -> None:
-        join.intake.install()  # before the first fetch of the join's partitions
-        await join.on_rebalance(assigned)
-        await original(assigned, revoked, newly_assigned, generation_id)
+        await assigned(assigned_tps)
+        await original(assigned_tps, revoked_tps, newly_assigned, generation_id)
 
     table.on_rebalance = on_rebalance
-    # a clean handover: the member rejoins once the batch in flight is durable
-    join.app.on_partitions_revoked.connect(join.on_revoked)
+    app.on_partitions_revoked.connect(revoked)
 
 
 def _topic_name(topic: Any) -> str:

@@ -4,8 +4,9 @@ faust delivers a fetched record to an agent through a per-record path: a
 ``Message``, the conductor's callback awaited under ``wait_first``, an
 ``Event`` in a channel queue, the stream's iteration, then a per-record ack.
 A join applies its records in batches, so none of that is needed: the
-:class:`Intake` wraps the consumer's ``_getmany`` (what faust's fetcher awaits
-for each fetch) and hands the join the lists of records of its partitions,
+:class:`Intake` hooks into the consumer's fetch (one hook on the fetch chain,
+:mod:`streamjoin.faust.kafka.fetch_chain`) and hands the join the lists of
+records of its partitions,
 as aiokafka returned them. Records of a topic only the join reads are taken
 out of the fetch; those of a topic another agent reads too are copied, and
 faust delivers them to every reader as usual (the join's agent included,
@@ -27,10 +28,10 @@ move faust's read offset as faust's own delivery does.
 Acks keep faust's offset commits where they are, a committed offset never
 passing the join state's position: records of a join-only topic are acked
 once the batch that applied them is durable, by offset ranges in faust's own
-bookkeeping (:func:`ack_range`); a record of a shared topic is acked through
-faust's reference count (every reader acks), so the join's agent holds the
-event faust delivered it and acks it once the join applied that offset
-(:meth:`Intake.hold`, :meth:`Intake.ack`).
+bookkeeping (:func:`~streamjoin.faust.kafka.consumer.ack_range`); a record of
+a shared topic is acked through faust's reference count (every reader acks),
+so the join's agent holds the event faust delivered it and acks it once the
+join applied that offset (:meth:`Intake.hold`, :meth:`Intake.ack`).
 
 When the join has ``high_water`` records buffered, the fetch waits until a
 batch has taken them (the consumer's own prefetch keeps reading meanwhile, up
@@ -44,7 +45,17 @@ import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["FETCH_MAX_WAIT_MS", "Intake", "ack_range", "ack_ranges", "shorten_fetch_wait"]
+from streamjoin.faust.kafka.consumer import (
+    ack_range,
+    active_partitions,
+    buffered_partitions,
+    read_offsets,
+    readers,
+    shorten_fetch_wait,
+)
+from streamjoin.faust.kafka.fetch_chain import INTAKE, Fetch, fetch_chain
+
+__all__ = ["FETCH_MAX_WAIT_MS", "Intake"]
 
 #: seconds between looks at the buffer while a fetch waits for room
 ROOM_POLL_S = 0.2
@@ -99,24 +110,24 @@ class Intake:
         self.sought_back = 0
 
     def install(self) -> None:
-        """Wrap the app's consumer's ``_getmany`` (once per consumer); called at
-        each rebalance, it also looks again at which topics other agents read."""
+        """Register the intake on the app's consumer's fetch chain; called at each
+        rebalance, it also looks again at which topics other agents read."""
         self.exclusive = self._exclusive()
         consumer = self.app.consumer
         if self.installed_on is consumer:
             return
-        original = consumer._getmany
         intake = self
 
-        async def _getmany(active_partitions: Any, timeout: float) -> Any:
-            records = await original(active_partitions, timeout)
+        async def take(fetch: Fetch, active: Any, timeout: float) -> Any:
+            records = await fetch(active, timeout)
             if records:
                 # the live set: the one faust delivers by (a copy may have been fetched with)
-                live = None if active_partitions is None else consumer._get_active_partitions()
+                live = None if active is None else active_partitions(consumer)
                 await intake.take(consumer, records, live)
             return records
 
-        consumer._getmany = _getmany
+        name = "join-intake:" + ",".join(sorted(self.topics))
+        fetch_chain(consumer).register(name, INTAKE, take)
         self.installed_on = consumer
         shorten_fetch_wait(consumer, FETCH_MAX_WAIT_MS)
 
@@ -129,10 +140,10 @@ class Intake:
         if not mine:
             return
         accepting = self.accepting()
-        read_offset = consumer._read_offset
+        read_offset = read_offsets(consumer)
         # what faust delivers: partitions still active, or taken out of the
         # active ones because a reader's stream buffer is full
-        buffered = getattr(consumer, "_buffered_partitions", ())
+        buffered = buffered_partitions(consumer)
         for tp in mine:
             exclusive = tp.topic in self.exclusive
             batch = records.pop(tp) if exclusive else records[tp]
@@ -159,10 +170,8 @@ class Intake:
         """The topics no other agent or channel reads: taken out of fetches. A
         topic that another one reads too is copied, and faust delivers it to
         every reader."""
-        index = getattr(self.app.topics, "_topic_name_index", None)
-        if index is None:
-            return frozenset()
-        return frozenset(t for t in self.topics if len(index.get(t, ())) <= 1)
+        counts = {t: readers(self.app, t) for t in self.topics}
+        return frozenset(t for t, n in counts.items() if n is not None and n <= 1)
 
     def ack(self, side: str, partition: int, first: int, last: int) -> None:
         """The join applied offsets ``first..last`` of input *side*'s *partition*,
@@ -201,57 +210,3 @@ class Intake:
         """A batch took buffered records (or they were dropped): fetching may go on."""
         if self.buffered() < self.high_water:
             self._room.set()
-
-
-def shorten_fetch_wait(consumer: Any, wait_ms: int) -> bool:
-    """Make the consumer's fetch requests wait at most *wait_ms* on the broker.
-
-    faust creates its aiokafka consumer with ``fetch_max_wait_ms=1500``. Kafka
-    answers a fetch as soon as it has data, but a broker may hold it until the
-    wait is over (the embedded one does, measured: a fetch every ~150 ms at
-    1,000 records/s, the join's decisions 0.9 s behind the wall clock instead
-    of 0.4 s); a join's latency then includes that wait. Returns whether the
-    setting was found (faust's aiokafka driver) and changed.
-    """
-    thread = getattr(consumer, "_thread", None)
-    fetcher = getattr(getattr(thread, "_consumer", None), "_fetcher", None)
-    current = getattr(fetcher, "_fetch_max_wait_ms", None)
-    if not isinstance(current, int) or current <= wait_ms:
-        return False
-    fetcher._fetch_max_wait_ms = wait_ms  # read when the next fetch request is built
-    return True
-
-
-def ack_range(consumer: Any, tp: Any, first: int, last: int) -> int:
-    """Ack offsets ``first..last`` of *tp* in faust's consumer as one call.
-
-    The same bookkeeping as faust's ``Consumer.ack`` for each offset (offsets
-    below the committed one and offsets already acked are left out), without
-    a message object per offset. Returns the number of offsets acked.
-    """
-    from faust.transport.consumer import ack_lock
-    from mode.utils.futures import notify
-
-    if last < first or not consumer.app.topics.acks_enabled_for(tp.topic):
-        return 0
-    with ack_lock:
-        committed = consumer._committed_offset[tp]
-        if committed is not None:
-            first = max(first, committed)
-        if last < first:
-            return 0
-        offsets: Sequence[int] = range(first, last + 1)
-        index = consumer._acked_index[tp]
-        if not index.isdisjoint(offsets):
-            offsets = [o for o in offsets if o not in index]
-        index.update(offsets)
-        consumer._acked[tp].extend(offsets)
-        consumer._n_acked += len(offsets)
-        notify(consumer._waiting_for_ack)
-        return len(offsets)
-
-
-def ack_ranges(consumer: Any, ranges: Mapping[Any, tuple[int, int]]) -> None:
-    """:func:`ack_range` for every ``tp -> (first, last)`` of *ranges*."""
-    for tp, (first, last) in ranges.items():
-        ack_range(consumer, tp, first, last)

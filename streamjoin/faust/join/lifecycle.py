@@ -15,12 +15,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from streamjoin.faust.join.stats import JoinStats
 from streamjoin.faust.join.tasks import JoinTask
-from streamjoin.faust.restore.warmup_watch import request_rebalance
+from streamjoin.faust.join.types import JoinConfig
+from streamjoin.faust.restore.ownership import TaskOwnership
+from streamjoin.join.policy import JoinPolicy
 
-__all__ = ["HANDOVER_SHARE", "TaskLifecycle", "now_ms"]
+__all__ = ["HANDOVER_SHARE", "TaskSet", "now_ms"]
 
 #: share of the session timeout a revoke waits for the batch in flight
 HANDOVER_SHARE = 0.5
@@ -33,38 +37,79 @@ def now_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
-class TaskLifecycle:
-    """Opening, parking, resuming and closing a join's tasks (mixed into ``Join``)."""
+class TaskSet:
+    """A join's tasks on this worker: live, parked across a rebalance, abandoned.
 
-    # set by Join._init_runtime
-    _tasks: dict[int, JoinTask]
-    _parked: dict[int, JoinTask]
-    _assigned: frozenset[int]
-    _revoking: bool
-    _epoch: int
-    _buffered: int
-    _lapse_logged: bool
-    _abandoned: dict[int, float]
-    changelog_topic: str
-    _lock: Any
-    app: Any
-    intake: Any
-    table: Any
-    stats: Any
-    name: str
-    policy: Any
-    max_idle_ms: int
-    left_topic: str
+    The operator holds one and drives it: it opens tasks as their tables are
+    restored, parks them at a revoke and closes the ones that left at the next
+    assignment; it says whether a batch may be made durable (the worker owns
+    its tasks) and drops the tasks of a batch that may not.
 
-    def _db(self, partition: int) -> Any:  # pragma: no cover - Join defines it
-        raise NotImplementedError
+    Args:
+        config: the join's configuration.
+        policy: the join's policy (each task's logic).
+        stats: the join's counters.
+        lock: held while a batch is made durable.
+        open_db: partition -> its RocksDB database (opened on first use).
+        offset_key: the key under which a database stores its changelog offset.
+        ownership: the worker's task ownership (``None``: unfenced tables).
+        restored_at: partition -> when its tables were last restored (``None``:
+            not streamjoin's table manager).
+        session_timeout: the group session timeout, in seconds.
+        rejoin: makes the worker's consumer rejoin its group.
 
-    def _waiting(self) -> int:  # pragma: no cover - Join defines it
-        raise NotImplementedError
+    Attributes:
+        live: partition -> the task running it.
+        parked: tasks kept open across a rebalance, until the next assignment.
+        assigned: the partitions assigned at the last rebalance.
+        revoking: whether partitions are being revoked (no records accepted).
+        epoch: bumped when a revoke stops waiting for the batch in flight
+            (a batch begun before it is not made durable after it).
+        buffered: records received and not yet in a batch.
+    """
+
+    def __init__(
+        self,
+        config: JoinConfig,
+        policy: JoinPolicy,
+        stats: JoinStats,
+        lock: asyncio.Lock,
+        *,
+        open_db: Callable[[int], Any],
+        offset_key: Callable[[], bytes],
+        ownership: Callable[[], TaskOwnership | None],
+        restored_at: Callable[[], Mapping[int, float]] | None,
+        session_timeout: Callable[[], float],
+        rejoin: Callable[[], object],
+    ) -> None:
+        self.config = config
+        self.policy = policy
+        self.stats = stats
+        self.lock = lock
+        self._open_db = open_db
+        self._offset_key = offset_key
+        self._ownership = ownership
+        self._restored_at = restored_at
+        self._session_timeout = session_timeout
+        self._rejoin = rejoin
+        self.live: dict[int, JoinTask] = {}
+        self.parked: dict[int, JoinTask] = {}
+        self.assigned: frozenset[int] = frozenset()
+        self.revoking = False
+        self.epoch = 0
+        self.buffered = 0
+        #: whether the lapse of the session lease was logged (once per lapse)
+        self._lapse_logged = False
+        #: partition -> time.time() its batch was abandoned (see abandon)
+        self._abandoned: dict[int, float] = {}
+
+    def waiting(self) -> int:
+        """Records received and not yet in a batch, over every live task."""
+        return sum(task.waiting for task in self.live.values())
 
     # -- ownership: batches are made durable only by the tasks' owner ---------------
 
-    def _may_write(self) -> bool:
+    def may_write(self) -> bool:
         """Is the worker's session lease valid (logged once when it runs out)?"""
         ownership = self._ownership()
         if ownership is None or ownership.may_write():
@@ -77,12 +122,12 @@ class TaskLifecycle:
                 "join %s: the group session lease ran out (no heartbeat answered for "
                 "%.1f s); no batch runs until the coordinator answers again or the "
                 "worker has rejoined",
-                self.name,
+                self.config.name,
                 ownership.lease.session_timeout - ownership.lease.margin,
             )
         return False
 
-    def _still_owner(self, epoch: int, touched: list[JoinTask]) -> bool:
+    def still_owner(self, epoch: int, touched: list[JoinTask]) -> bool:
         """May the batch begun in *epoch* go on to its next durability step?
 
         Not once a revoke stopped waiting for it (its tasks are being handed
@@ -97,27 +142,27 @@ class TaskLifecycle:
         ownership = self._ownership()
         if ownership is None:
             return True
-        if self._epoch != epoch:
+        if self.epoch != epoch:
             reason = "the handover of its tasks did not wait for it"
         elif not ownership.may_write():
             reason = "the group session lease ran out"
         else:
-            topic = self.changelog_topic
+            topic = self.config.changelog_topic
             lost = [t.partition for t in touched if ownership.token(topic, t.partition) != t.token]
             if not lost:
                 return True
             reason = f"task(s) {lost} are no longer owned here"
-        self._abandon(touched, reason)
-        if self._epoch == epoch:
-            request_rebalance(self.app)  # make sure of the membership: rejoin
+        self.abandon(touched, reason)
+        if self.epoch == epoch:
+            self._rejoin()  # make sure of the membership: rejoin
         return False
 
-    def _abandon(self, touched: list[JoinTask], reason: str) -> None:
+    def abandon(self, touched: list[JoinTask], reason: str) -> None:
         """Drop the tasks of an abandoned batch: unacked, opened again from their state."""
         now = time.time()
         for task in touched:
             partition = task.partition
-            for tasks in (self._tasks, self._parked):
+            for tasks in (self.live, self.parked):
                 if tasks.get(partition) is task:
                     del tasks[partition]
             task.unacked_range.clear()
@@ -126,83 +171,77 @@ class TaskLifecycle:
             # what the batch sent may be in the changelog: the task opens again
             # only from a state restored after this (the next rebalance's)
             self._abandoned[partition] = now
-        self._buffered = self._waiting()
+        self.buffered = self.waiting()
         self.stats.batches_abandoned += 1
         logger.warning(
             "join %s: batch abandoned before it was durable (%s): tasks %s are dropped "
             "unacked and open again from their restored state",
-            self.name,
+            self.config.name,
             reason,
             sorted(t.partition for t in touched),
         )
 
-    def _ownership(self) -> Any:
-        """The worker's :class:`~streamjoin.faust.restore.ownership.TaskOwnership` (``None``:
-        not streamjoin's table manager)."""
-        return getattr(self.app.tables, "ownership", None)
-
-    def _open_ready_tasks(self) -> None:
+    def open_ready(self) -> None:
         """Open (or resume) the task of every assigned partition whose tables are
         restored, without waiting for its next record: a task whose inputs saw
         their last records before the rebalance still has decisions to let out
         once its inputs go idle."""
-        if self._revoking or not self._assigned:
+        if self.revoking or not self.assigned:
             return
-        ready = getattr(self.app.tables, "restored_at", None)
-        if ready is None:
+        if self._restored_at is None:
             return
-        done = ready()
-        for partition in sorted(self._assigned):
-            if partition in done and partition not in self._tasks and self._owned(partition):
-                self._task(partition)
+        done = self._restored_at()
+        for partition in sorted(self.assigned):
+            if partition in done and partition not in self.live and self.owned(partition):
+                self.task(partition)
 
-    def _token(self, partition: int) -> bytes | None:
+    def token(self, partition: int) -> bytes | None:
         """The owner token this worker writes *partition*'s changelog with."""
         ownership = self._ownership()
-        return None if ownership is None else ownership.token(self.changelog_topic, partition)
+        if ownership is None:
+            return None
+        return ownership.token(self.config.changelog_topic, partition)
 
-    def _owned(self, partition: int) -> bool:
+    def owned(self, partition: int) -> bool:
         """May this worker run *partition*'s task now (its changelog is fenced for
         it, and restored since a batch of it was abandoned)?"""
         abandoned = self._abandoned.get(partition)
         if abandoned is not None:
-            ready = getattr(self.app.tables, "restored_at", None)
+            ready = self._restored_at
             restored = None if ready is None else ready().get(partition)
             if restored is None or restored <= abandoned:
                 return False
             del self._abandoned[partition]
-        return self._ownership() is None or self._token(partition) is not None
+        return self._ownership() is None or self.token(partition) is not None
 
-    def _task(self, partition: int) -> JoinTask:
+    def task(self, partition: int) -> JoinTask:
         """The live task of *partition*: the one parked across the rebalance when
         it may go on, else a new one opened from its database."""
-        task = self._tasks.get(partition)
+        task = self.live.get(partition)
         if task is not None:
             return task
-        db = self._db(partition)
-        token = self._token(partition)
-        parked = self._parked.pop(partition, None)
-        if (
-            parked is not None
-            and parked.token == token
-            and parked.can_resume(db, self.table.data.offset_key)
+        db = self._open_db(partition)
+        token = self.token(partition)
+        parked = self.parked.pop(partition, None)
+        if parked is not None and parked.token == token and parked.can_resume(
+            db, self._offset_key()
         ):
             parked.resume(now_ms())
             self.stats.tasks_kept += 1
-            self._tasks[partition] = parked
-            logger.info("join %s: task %d goes on where it was (kept)", self.name, partition)
+            self.live[partition] = parked
+            logger.info("join %s: task %d goes on where it was (kept)", self.config.name, partition)
             return parked
         if parked is not None:  # its database changed under it: start over from the state
             parked.state.discard()
             parked.state.db = None
         started = time.monotonic()
-        task = self._tasks[partition] = JoinTask(partition, self.policy, self.max_idle_ms)
+        task = self.live[partition] = JoinTask(partition, self.policy, self.config.max_idle_ms)
         task.own(token)
         task.open(db, now_ms())
         self.stats.tasks_opened += 1
         logger.info(
             "join %s: task %d opened%s, indexes rebuilt from RocksDB in %.3f s",
-            self.name,
+            self.config.name,
             partition,
             " again (its database changed while parked)" if parked is not None else "",
             time.monotonic() - started,
@@ -221,13 +260,12 @@ class TaskLifecycle:
         stay here go on with their state and indexes, the others are closed
         by :meth:`on_rebalance`. A batch already being made durable completes.
         """
-        self._revoking = True
-        self._buffered = 0
-        self.intake.reset()
-        for partition in sorted(self._tasks):
-            self._tasks[partition].park()
-        self._parked.update(self._tasks)
-        self._tasks.clear()
+        self.revoking = True
+        self.buffered = 0
+        for partition in sorted(self.live):
+            self.live[partition].park()
+        self.parked.update(self.live)
+        self.live.clear()
 
     async def on_revoked(self, *_: Any, **__: Any) -> None:
         """faust's ``on_partitions_revoked`` signal: a clean handover.
@@ -236,55 +274,55 @@ class TaskLifecycle:
         RocksDB written, its input acked), so that the member rejoins (and the
         tasks' next owners restore) only after every write of it is on the
         broker. A batch that is not durable within the handover bound is
-        abandoned at its next step instead (see :meth:`_still_owner`).
+        abandoned at its next step instead (see :meth:`still_owner`).
         """
-        bound = HANDOVER_SHARE * float(self.app.conf.broker_session_timeout)
+        bound = HANDOVER_SHARE * self._session_timeout()
         try:
-            await asyncio.wait_for(self._lock.acquire(), bound)
+            await asyncio.wait_for(self.lock.acquire(), bound)
         except TimeoutError:
-            self._epoch += 1
+            self.epoch += 1
             logger.warning(
                 "join %s: the batch in flight is not durable after %.1f s; it is "
                 "abandoned, the partitions are handed over without it",
-                self.name,
+                self.config.name,
                 bound,
             )
             return
-        self._lock.release()
+        self.lock.release()
 
     async def on_rebalance(self, assigned: set[Any]) -> None:
         """The new assignment is known: close the tasks that left, accept records again.
 
         A parked task of a partition still ours notes its database's changelog
         offset (no batch is in flight under the lock); it resumes on its next
-        record if the offset is unchanged then (:meth:`_task`).
+        record if the offset is unchanged then (:meth:`task`).
         """
-        self._revoking = False
-        async with self._lock:
-            keep = {tp.partition for tp in assigned if tp.topic == self.left_topic}
-            self._assigned = frozenset(keep)
-            offset_key = self.table.data.offset_key
+        self.revoking = False
+        async with self.lock:
+            keep = {tp.partition for tp in assigned if tp.topic == self.config.left_topic}
+            self.assigned = frozenset(keep)
+            offset_key = self._offset_key()
             closed = []
-            for tasks in (self._parked, self._tasks):
+            for tasks in (self.parked, self.live):
                 # tasks opened since on_revoke and no longer ours are dropped the
                 # same way: unacked, read again elsewhere. A task goes on only
                 # where this worker kept it without interruption (the same owner
                 # token): after a session loss, or a generation it missed,
                 # another worker may have run it meanwhile
-                gone = {p for p, t in tasks.items() if p not in keep or t.token != self._token(p)}
+                gone = {p for p, t in tasks.items() if p not in keep or t.token != self.token(p)}
                 for partition in sorted(gone):
                     task = tasks.pop(partition)
-                    self._buffered -= task.waiting
+                    self.buffered -= task.waiting
                     task.state.discard()
                     task.state.db = None
                     closed.append(partition)
-            for _, task in sorted(self._parked.items()):
+            for _, task in sorted(self.parked.items()):
                 if task.state.db is not None:
                     task.mark_parked(task.state.db, offset_key)
-            if closed or self._parked:
+            if closed or self.parked:
                 logger.info(
                     "join %s: rebalance keeps tasks %s open, closes %s",
-                    self.name,
-                    sorted(self._parked),
+                    self.config.name,
+                    sorted(self.parked),
                     sorted(closed),
                 )

@@ -8,10 +8,9 @@ the other never makes the other's records late. An input that is caught up
 with its partition and silent for ``max_idle_ms`` is reported idle and left
 out of that minimum until its next record. Records are decoded by the policy
 (bad ones go to the dead-letter topic with the reason) and fed to the task's
-logic, whose state
-lives in the task's RocksDB database (a faust table's store, so it is
-restored before the task runs, replicated to standbys and placed by the
-assignor like any table).
+logic, whose state lives in the task's RocksDB database (a faust table's
+store, so it is restored before the task runs, replicated to standbys and
+placed by the assignor like any table).
 
 Each batch is made durable in the order that survives a crash anywhere
 (:mod:`~streamjoin.faust.join.batch`; the contract is in docs/joins.rst,
@@ -20,14 +19,15 @@ tasks ("A worker frozen past its session").
 
 This module holds :class:`Join`, which wires the pieces into faust and runs
 batches; the pieces are :mod:`~streamjoin.faust.join.declare` (checks and
-declarations), :mod:`~streamjoin.faust.join.intake` (every input record taken in
-bulk from faust's consumer's fetches; acks that never let faust commit past
-the state),
+declarations, the frozen :class:`~streamjoin.faust.join.types.JoinConfig`),
+:mod:`~streamjoin.faust.join.intake` (every input record taken in bulk from
+faust's consumer's fetches; acks that never let faust commit past the state),
+:mod:`~streamjoin.faust.join.lifecycle` (the task set across rebalances),
 :mod:`~streamjoin.faust.join.tasks` (per-task runtime),
-:mod:`~streamjoin.faust.join.router` (records applied to a task's logic),
-:mod:`~streamjoin.faust.join.batch` (the durability steps) and
-:mod:`~streamjoin.faust.join.stats` (counters, progress lines, the web
-page's view).
+:mod:`~streamjoin.faust.join.router` (a task's batch staged: records applied
+to its logic), :mod:`~streamjoin.faust.join.batch` (the durability steps) and
+:mod:`~streamjoin.faust.join.stats` (counters, progress lines, the web page's
+view).
 """
 
 from __future__ import annotations
@@ -41,27 +41,21 @@ from typing import Any
 
 from faust.exceptions import NotReady
 
+from streamjoin._progress import ProgressLog
+from streamjoin._supervise import crash_on_failure
+from streamjoin.faust.join.batch import Batch, make_durable
+from streamjoin.faust.join.declare import declare_join, hook_rebalance
 from streamjoin.faust.join.fault_points import FaultPoints
-from streamjoin.faust.join.batch import Batch, Sender, make_durable
-from streamjoin.faust.join.declare import (
-    check_batching,
-    check_outputs,
-    check_record_limit,
-    check_sides,
-    check_table_manager,
-    declare_copartitioned,
-    declare_dead_letters,
-    declare_outputs,
-    declare_source,
-    declare_state_table,
-    hook_rebalance,
-    join_partitions,
-)
 from streamjoin.faust.join.intake import Intake
-from streamjoin.faust.join.lifecycle import TaskLifecycle, now_ms
+from streamjoin.faust.join.lifecycle import TaskSet, now_ms
 from streamjoin.faust.join.router import RecordRouter
-from streamjoin.faust.join.stats import JoinStats, ProgressLog, describe_join
-from streamjoin.faust.join.tasks import LEFT, RIGHT, JoinTask
+from streamjoin.faust.join.stats import JoinStats, describe_join, log_progress
+from streamjoin.faust.join.types import JoinConfig
+from streamjoin.faust.kafka.consumer import committed_offset
+from streamjoin.faust.kafka.producer import Sender
+from streamjoin.faust.kafka.session import request_rebalance
+from streamjoin.faust.kafka.stores import db_for_partition, is_rocksdict
+from streamjoin.faust.restore.ownership import TaskOwnership
 from streamjoin.join.errors import JoinConfigError
 from streamjoin.join.policy import JoinPolicy
 
@@ -70,16 +64,20 @@ __all__ = ["Join", "JoinStats"]
 logger = logging.getLogger(__name__)
 
 
-class Join(TaskLifecycle):
+class Join:
     """A windowed join of two co-partitioned topics; build it with ``App.join``.
 
     Attributes:
         name: the join's name (its state table is ``<name>-state``).
+        config: its checked configuration (:class:`~streamjoin.faust.join.types.JoinConfig`).
         outputs: output name -> faust topic the join's results go to.
         dead_letters: topic of records that cannot be joined, with the reason
             in the ``streamjoin-reason`` header and ``topic:partition:offset``
             of the original in ``streamjoin-source``.
+        table: the join's state table (``<name>-state``, changelogged).
         stats: counters on this worker.
+        tasks: the join's tasks on this worker (:class:`~streamjoin.faust.join.lifecycle.TaskSet`).
+        intake: takes the join's records from faust's consumer.
     """
 
     def __init__(
@@ -98,105 +96,76 @@ class Join(TaskLifecycle):
         batch_interval: float = 0.05,
         max_record_bytes: int = 512 * 1024,
     ) -> None:
+        # nothing is declared on the app unless every check passed
+        declared = declare_join(
+            app, left, right, policy=policy, name=name, outputs=outputs,
+            dead_letters=dead_letters, partitions=partitions, max_idle_ms=max_idle_ms,
+            batch_max=batch_max, batch_interval=batch_interval,
+            max_record_bytes=max_record_bytes,
+        )  # fmt: skip
         self.app = app
-        self.max_record_bytes = check_record_limit(name, max_record_bytes)
         self.name = name
         self.policy = policy
-        wanted = self._validate(
-            left, right, partitions, max_idle_ms, batch_max, batch_interval, outputs
-        )
-        self._declare_topics(wanted, dead_letters)
-        self._declare_state_table()
-        self._init_runtime()
-        self._wire_agent()
-
-    # -- declaration (in this order: nothing is declared unless every check passed) ------
-
-    def _validate(
-        self,
-        left: Any,
-        right: Any,
-        partitions: int | None,
-        max_idle_ms: int,
-        batch_max: int,
-        batch_interval: float,
-        outputs: Mapping[str, Any] | None,
-    ) -> dict[str, Any]:
-        """Check the declaration; returns the output overrides. Declares nothing."""
-        self.left_topic, self.right_topic, counts = check_sides(self.name, left, right)
-        self.partitions = join_partitions(self.app, partitions, counts)
-        check_batching(self.name, max_idle_ms, batch_max, batch_interval)
-        check_table_manager(self.app, self.name)
-        self.max_idle_ms = max_idle_ms
-        self.batch_max = batch_max
-        self.batch_interval = batch_interval
-        return check_outputs(self.name, self.policy, outputs)
-
-    def _declare_topics(self, wanted: Mapping[str, Any], dead_letters: Any) -> None:
-        """The output, dead-letter and source topics (raw bytes)."""
-        app = self.app
-        self.outputs: dict[str, Any] = declare_outputs(app, self.name, self.policy, wanted)
-        self.dead_letters = declare_dead_letters(app, self.name, dead_letters)
-        self.source = declare_source(app, self.left_topic, self.right_topic, self.partitions)
-
-    def _declare_state_table(self) -> None:
-        """The changelogged state table, co-partitioned with both sides."""
-        self.table = declare_state_table(self.app, self.name, self.partitions)
-        self.changelog_topic = self.table.changelog_topic.get_topic_name()
-        declare_copartitioned(self.app, (self.left_topic, self.right_topic, self.changelog_topic))
-
-    def _init_runtime(self) -> None:
-        """Counters, tasks and the batch lock of this worker."""
+        self.config: JoinConfig = declared.config
+        self.outputs: dict[str, Any] = declared.outputs
+        self.dead_letters = declared.dead_letters
+        self.source = declared.source
+        self.table = declared.table
         self.stats = JoinStats()
-        self._tasks: dict[int, JoinTask] = {}
-        #: tasks kept open across a rebalance, until their next record (see _task)
-        self._parked: dict[int, JoinTask] = {}
-        #: the partitions (tasks) this worker was assigned at the last rebalance
-        self._assigned: frozenset[int] = frozenset()
-        self._router = RecordRouter(
-            self.name, self.policy, self.stats, self.outputs, self.dead_letters,
-            max_record_bytes=self.max_record_bytes,
-        )  # fmt: skip
         self._lock = asyncio.Lock()
-        self._buffered = 0
-        #: seconds between progress log lines
-        self.log_interval = 10.0
-        self._progress = ProgressLog(logger, self.name)
-        self._revoking = False
-        self._sides = {self.left_topic: LEFT, self.right_topic: RIGHT}
-        self._sender = Sender(self.app)
+        self.tasks = TaskSet(
+            self.config, policy, self.stats, self._lock, open_db=self._db,
+            offset_key=lambda: bytes(self.table.data.offset_key), ownership=self._ownership,
+            restored_at=getattr(app.tables, "restored_at", None),
+            session_timeout=lambda: float(app.conf.broker_session_timeout),
+            rejoin=lambda: request_rebalance(app),
+        )  # fmt: skip
+        self._router = RecordRouter(
+            name, policy, self.stats, self.config.outputs, self.config.dead_letters,
+            max_record_bytes=self.config.max_record_bytes,
+        )  # fmt: skip
+        #: progress lines (its interval: seconds between them)
+        self.progress = ProgressLog(logger)
+        self._sides = self.config.sides
+        self._sender = Sender(app)
         self._wake = asyncio.Event()
         #: seeks under way (inputs read again from a task's position)
         self._seeks: set[asyncio.Future[None]] = set()
-        #: bumped when a revoke stops waiting for the batch in flight (see on_revoked):
-        #: a batch begun before it is not made durable after it
-        self._epoch = 0
-        #: whether the lapse of the session lease was logged (once per lapse)
-        self._lapse_logged = False
         #: crash points for tests (STREAMJOIN_FAULT_POINT; see fault_points)
         self._faults = FaultPoints()
-        #: partition -> time.time() its batch was abandoned (see _abandon)
-        self._abandoned: dict[int, float] = {}
-        #: takes the join's records from faust's consumer (see join_intake)
+        #: takes the join's records from faust's consumer (see intake)
         self.intake = Intake(
-            self.app, self._sides, self._take, high_water=2 * self.batch_max,
-            buffered=self._waiting, accepting=lambda: not self._revoking,
+            app, self._sides, self._take, high_water=2 * self.config.batch_max,
+            buffered=self.tasks.waiting, accepting=lambda: not self.tasks.revoking,
         )  # fmt: skip
-
-    def _wire_agent(self) -> None:
-        """The agent reading both sides, the batch ticker and the rebalance hook."""
-        app = self.app
-        self.agent = app.agent(self.source, name=f"streamjoin.join.{self.name}")(self._consume)
+        self.agent = app.agent(self.source, name=f"streamjoin.join.{name}")(self._consume)
         # a task loop, not app.timer: faust stops timers before it waits for
         # in-flight records on shutdown, and this loop makes them durable
         app.task(self._ticker)
-        hook_rebalance(self)
+        hook_rebalance(app, self.table, assigned=self._on_assigned, revoked=self.tasks.on_revoked)
+
+    def _ownership(self) -> TaskOwnership | None:
+        """The worker's task ownership (``None``: not streamjoin's table manager)."""
+        ownership: TaskOwnership | None = getattr(self.app.tables, "ownership", None)
+        return ownership
+
+    # -- rebalances -----------------------------------------------------------------
+
+    def on_revoke(self) -> None:
+        """Partitions are being revoked: buffered records are dropped unacknowledged
+        and every task is parked (:meth:`TaskSet.on_revoke`)."""
+        self.intake.reset()
+        self.tasks.on_revoke()
+
+    async def _on_assigned(self, assigned: set[Any]) -> None:
+        self.intake.install()  # before the first fetch of the join's partitions
+        await self.tasks.on_rebalance(assigned)
 
     # -- introspection -------------------------------------------------------------
 
     def describe(self) -> dict[str, Any]:
         """The join's configuration, tasks and counters (JSON-ready)."""
-        return describe_join(self, self._tasks)
+        return describe_join(self.config, self.tasks.live, self.stats, self.intake.sought_back)
 
     # -- input --------------------------------------------------------------------
 
@@ -220,38 +189,35 @@ class Join(TaskLifecycle):
             # (what arrives meanwhile makes the next batch: batches grow with
             # the load), else every batch_interval (inputs may go idle)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.batch_interval)
+                await asyncio.wait_for(self._wake.wait(), self.config.batch_interval)
             self._wake.clear()
             await self._on_timer()
 
     async def _on_timer(self) -> None:
         # also with nothing received: an input may have gone idle, which lets
         # the other input's decisions out
-        self._open_ready_tasks()
-        if self._tasks and not self._revoking:
+        tasks = self.tasks
+        tasks.open_ready()
+        if tasks.live and not tasks.revoking:
             await self._tick()
-        self._progress.maybe_log(
+        log_progress(
+            self.progress,
+            self.name,
             time.monotonic(),
-            self.log_interval,
             self.stats,
-            len(self._tasks),
-            self._buffered,
-            len(self._parked),
+            len(tasks.live),
+            tasks.buffered,
+            len(tasks.parked),
         )
-
-    def _waiting(self) -> int:
-        """Records received and not yet in a batch, over every task."""
-        return sum(task.waiting for task in self._tasks.values())
 
     def _db(self, partition: int) -> Any:
         store = self.table.data
-        db_for = getattr(store, "_db_for_partition", None)
-        if db_for is None or not getattr(store, "use_rocksdict", False):
+        if not is_rocksdict(store):
             raise JoinConfigError(
                 f"join {self.name!r} keeps its state in RocksDB: give the app "
                 "store='rocksdb://' (streamjoin.App's default) and install rocksdict"
             )
-        return db_for(partition)
+        return db_for_partition(store, partition)
 
     def _receive(self, event: Any) -> None:
         """An event faust delivered to the join's agent: the join took its record
@@ -265,7 +231,7 @@ class Join(TaskLifecycle):
         committed offset, so it is read again.
         """
         message = event.message
-        if self._revoking or message.topic in self.intake.exclusive:
+        if self.tasks.revoking or message.topic in self.intake.exclusive:
             return
         self.intake.hold(message.tp, message.offset, event)
 
@@ -277,11 +243,11 @@ class Join(TaskLifecycle):
     def _accept(self, topic: str, partition: int, records: Any) -> None:
         side = self._sides[topic]
         self.stats.received[side] += len(records)
-        if not self._owned(partition):
+        if not self.tasks.owned(partition):
             # not fenced for this worker (being taken over, or lost): never acked;
             # once the task opens, its state's position sends the consumer back
             return
-        task = self._task(partition)
+        task = self.tasks.task(partition)
         offset = records[0].offset
         now = now_ms()
         if task.rewinding(side, offset, now):
@@ -331,7 +297,7 @@ class Join(TaskLifecycle):
                 task.rewinds[side][1],
             )
         task.receive(side, records, now)
-        self._buffered += len(records)
+        self.tasks.buffered += len(records)
 
     def _seek(self, topic: str, partition: int, offset: int) -> None:
         """Make the consumer read ``topic[partition]`` again from *offset*."""
@@ -345,41 +311,34 @@ class Join(TaskLifecycle):
         """faust's note of the group's committed offset of ``topic[partition]``."""
         from faust.types import TP
 
-        committed = getattr(self.app.consumer, "_committed_offset", None)
-        return None if committed is None else committed.get(TP(topic, partition))
+        return committed_offset(self.app.consumer, TP(topic, partition))
 
     # -- a batch ------------------------------------------------------------------
 
     async def _tick(self) -> None:
         async with self._lock:
-            try:
-                await self._run_batch()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # a batch that cannot be made durable stops the worker
-                if self.app.should_stop:  # stopping already (its producer first): not a crash
-                    logger.info(
-                        "join %s: batch cut short by the shutdown (%r); its records were "
-                        "not acked and are read again",
-                        self.name,
-                        exc,
-                    )
-                    return
-                logger.exception("join %s: batch failed, stopping the worker", self.name)
-                await self.app.crash(exc)
+            # a batch that cannot be made durable stops the worker, unless it is
+            # stopping already (its producer first)
+            await crash_on_failure(
+                self._run_batch(), what=f"join {self.name}: batch", crash=self.app.crash,
+                logger=logger, stopping=lambda: bool(self.app.should_stop),
+                on_shutdown="; its records were not acked and are read again",
+            )  # fmt: skip
 
     async def _run_batch(self) -> None:
-        """Release and apply what every task can, then make it durable (see join_batch),
-        only while this worker owns the tasks (:meth:`_may_write`, :meth:`_still_owner`)."""
-        if not self._may_write():
+        """Release and apply what every task can, then make it durable (see batch),
+        only while this worker owns the tasks (:meth:`TaskSet.may_write`,
+        :meth:`TaskSet.still_owner`)."""
+        tasks = self.tasks
+        if not tasks.may_write():
             return
-        epoch = self._epoch
+        epoch = tasks.epoch
         batch = self._release()
         if not batch.touched:
             return
         durable = await make_durable(
-            self._sender, self.changelog_topic, batch, self.table.data.offset_key, self._db,
-            self.intake.ack, lambda: self._still_owner(epoch, batch.touched), self._faults.reached,
+            self._sender, self.config.changelog_topic, batch, self.table.data.offset_key, self._db,
+            self.intake.ack, lambda: tasks.still_owner(epoch, batch.touched), self._faults.reached,
         )  # fmt: skip
         if durable:
             self.stats.batches += 1
@@ -389,18 +348,19 @@ class Join(TaskLifecycle):
         state (nothing sent yet)."""
         now = now_ms()
         batch = Batch()
-        topics = {LEFT: self.left_topic, RIGHT: self.right_topic}
+        topics = self.config.topics
         consumer = self.app.consumer
-        for partition in sorted(self._tasks):
-            task = self._tasks[partition]
-            received = task.take_inbox(self.batch_max)
+        tasks = self.tasks
+        for partition in sorted(tasks.live):
+            task = tasks.live[partition]
+            received = task.take_inbox(self.config.batch_max)
             idle = task.going_idle(now, consumer, topics)
             if not received and not idle:
                 continue
             batch.touched.append(task)
-            batch.outputs.extend(task.stage(received, idle, self._router))
-        self._buffered = self._waiting()
-        if self._buffered:
+            batch.outputs.extend(self._router.stage(task, received, idle))
+        tasks.buffered = tasks.waiting()
+        if tasks.buffered:
             self._wake.set()  # more than batch_max were waiting: next batch now
         self.intake.drained()
         return batch

@@ -1,17 +1,22 @@
 """Applying a join task's received records: the :class:`RecordRouter`.
 
-It skips replays (records before the task state's position), decodes the
-rest with the policy, feeds them to the task's logic and turns what comes
-out into records for the output and dead-letter topics. Nothing here sends,
-awaits or acks.
+It stages each task's part of a batch (:meth:`RecordRouter.stage`): skips
+replays (records before the task state's position), decodes the rest with
+the policy, feeds them to the task's logic, tells the logic which inputs went
+idle, turns what comes out into records for the output and dead-letter topics,
+and writes the task's input positions last. The tasks hold state; the router
+drives them. Nothing here sends, awaits or acks.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from streamjoin.faust.join.tasks import Output
+from streamjoin.faust.join.stats import JoinStats
+from streamjoin.faust.join.tasks import JoinTask
+from streamjoin.faust.join.types import SIDES, Chunk, Output
+from streamjoin.join import keys
 from streamjoin.join.errors import JoinConfigError
 from streamjoin.join.policy import (
     DEAD_LETTER,
@@ -22,10 +27,6 @@ from streamjoin.join.policy import (
     Emission,
     JoinPolicy,
 )
-
-if TYPE_CHECKING:
-    from streamjoin.faust.join.stats import JoinStats
-    from streamjoin.faust.join.tasks import JoinTask
 
 __all__ = ["OVERSIZED_KEPT", "SIZE_HEADER", "RecordRouter"]
 
@@ -42,8 +43,8 @@ class RecordRouter:
         name: the join's name (in error messages).
         policy: decodes the records.
         stats: the join's counters, updated per record.
-        outputs: output name -> faust topic the output's results go to.
-        dead_letters: faust topic of records that cannot be joined.
+        outputs: output name -> the topic the output's results go to.
+        dead_letters: the topic of records that cannot be joined.
         max_record_bytes: larger input records (key and value) are dead-lettered.
     """
 
@@ -52,8 +53,8 @@ class RecordRouter:
         name: str,
         policy: JoinPolicy,
         stats: JoinStats,
-        outputs: Mapping[str, Any],
-        dead_letters: Any,
+        outputs: Mapping[str, str],
+        dead_letters: str,
         *,
         max_record_bytes: int = 512 * 1024,
     ) -> None:
@@ -63,6 +64,39 @@ class RecordRouter:
         self.stats = stats
         self.outputs = outputs
         self.dead_letters = dead_letters
+
+    def stage(self, task: JoinTask, received: Sequence[Chunk], idle: Sequence[str]) -> list[Output]:
+        """Apply *task*'s *received* records, then tell its logic which inputs went
+        *idle*; return the records to produce.
+
+        What to ack once the batch is durable is kept in the task's
+        ``unacked_range``; its input positions are written last: a changelog
+        that has them has everything the batch changed before them.
+        """
+        outputs: list[Output] = []
+        ranges = task.unacked_range
+        for side, records in received:
+            outputs.extend(self.apply(task, side, records))
+            first, last = records[0].offset, records[-1].offset
+            if side in ranges:
+                first = min(first, ranges[side][0])
+                last = max(last, ranges[side][1])
+            ranges[side] = (first, last)
+            task.idle.discard(side)  # a record makes its input active again
+        logic = task.logic
+        for side in idle:
+            if logic is not None and side not in task.idle:
+                task.idle.add(side)
+                self.stats.idle_inputs += 1
+                outputs.extend(self.route(logic.set_idle(side, True)))
+        if logic is not None:
+            logic.checkpoint()
+        task.positions_at = len(task.state.content)
+        for side in SIDES:
+            position = task.position[side]
+            if position is not None:
+                task.state.put(keys.position_key(side), int(position).to_bytes(8, "big"))
+        return outputs
 
     def apply(self, task: JoinTask, side: str, records: Sequence[Any]) -> list[Output]:
         """Apply *records* of *side* (offset order); replays (before the position)
@@ -118,7 +152,7 @@ class RecordRouter:
                 out.append(self.dead_letter(message, emission.value))
                 continue
             self.stats.emitted[emission.output] = self.stats.emitted.get(emission.output, 0) + 1
-            topic = self.outputs[emission.output].get_topic_name()
+            topic = self.outputs[emission.output]
             out.append((topic, emission.key, emission.value, None))
         return out
 
@@ -139,4 +173,4 @@ class RecordRouter:
         value = message.value if message.value is not None else b""
         headers = [(REASON_HEADER, reason), (SOURCE_HEADER, source)]
         self.stats.emitted[DEAD_LETTER] = self.stats.emitted.get(DEAD_LETTER, 0) + 1
-        return (self.dead_letters.get_topic_name(), message.key, value, headers)
+        return (self.dead_letters, message.key, value, headers)

@@ -1,25 +1,23 @@
 """What a join reports about itself: counters, progress log lines, the web page's view.
 
 :class:`JoinStats` counts what one join did on this worker since it started;
-:class:`ProgressLog` turns the counters into a rate-limited log line;
+:func:`log_progress` turns the counters into a rate-limited log line
+(through the package's one :class:`~streamjoin._progress.ProgressLog`);
 :func:`describe_join` is the JSON served on the worker's joins page
 (:mod:`streamjoin.faust.web`). Reading them never changes a join.
 """
 
 from __future__ import annotations
 
-import logging
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from streamjoin.faust.join.tasks import SIDES, JoinTask
+from streamjoin._progress import ProgressLog
+from streamjoin.faust.join.tasks import JoinTask
+from streamjoin.faust.join.types import SIDES, JoinConfig
 
-if TYPE_CHECKING:
-    from streamjoin.faust.join.operator import Join
-
-__all__ = ["JoinStats", "ProgressLog", "describe_join"]
+__all__ = ["JoinStats", "describe_join", "log_progress"]
 
 
 @dataclass
@@ -68,37 +66,24 @@ class JoinStats:
         }
 
 
-class ProgressLog:
-    """Logs a join's progress at most once per interval, and only when it processed records."""
+def log_progress(
+    log: ProgressLog,
+    name: str,
+    now: float,
+    stats: JoinStats,
+    tasks: int,
+    buffered: int,
+    parked: int = 0,
+) -> bool:
+    """A join's progress line through *log* (when due and records were processed);
+    *parked* tasks wait for a rebalance to end (see JoinTask.park)."""
 
-    def __init__(self, logger: logging.Logger, name: str) -> None:
-        self._logger = logger
-        self._name = name
-        self._logged_at = time.monotonic()
-        self._logged_n = 0
-
-    def maybe_log(
-        self,
-        now: float,
-        interval: float,
-        stats: JoinStats,
-        tasks: int,
-        buffered: int,
-        parked: int = 0,
-    ) -> None:
-        """Log a line if *interval* seconds passed since the last one and records were
-        processed; *parked* tasks wait for a rebalance to end (see JoinTask.park)."""
-        if now - self._logged_at >= interval and stats.processed != self._logged_n:
-            self._log(now, stats, tasks, buffered, parked)
-
-    def _log(self, now: float, stats: JoinStats, tasks: int, buffered: int, parked: int) -> None:
-        rate = (stats.processed - self._logged_n) / max(now - self._logged_at, 1e-9)
-        self._logged_at, self._logged_n = now, stats.processed
+    def line(rate: float) -> tuple[object, ...]:
         emitted = ", ".join(f"{k} {v}" for k, v in sorted(stats.emitted.items()))
-        self._logger.info(
+        return (
             "join %s: %d tasks%s, %d records processed (%.0f/s), %d buffered, "
             "%d skipped replays; out: %s",
-            self._name,
+            name,
             tasks,
             f" ({parked} parked while the group rebalances)" if parked else "",
             stats.processed,
@@ -108,19 +93,24 @@ class ProgressLog:
             emitted or "nothing yet",
         )
 
+    return log.maybe_log(now, stats.processed, stats.processed, line)
 
-def describe_join(join: Join, tasks: Mapping[int, JoinTask]) -> dict[str, Any]:
-    """The join's configuration, *tasks* and counters (JSON-ready)."""
-    window = join.policy.window
+
+def describe_join(
+    config: JoinConfig, tasks: Mapping[int, JoinTask], stats: JoinStats, sought_back: int
+) -> dict[str, Any]:
+    """The join's configuration, *tasks* and counters (JSON-ready); *sought_back*:
+    fetched records the intake did not accept and sought back to."""
+    window = config.window
     return {
-        "name": join.name,
-        "left": join.left_topic,
-        "right": join.right_topic,
-        "partitions": join.partitions,
+        "name": config.name,
+        "left": config.left_topic,
+        "right": config.right_topic,
+        "partitions": config.partitions,
         "window": {"before": window.before, "after": window.after, "grace": window.grace},
-        "changelog": join.changelog_topic,
-        "outputs": {k: v.get_topic_name() for k, v in sorted(join.outputs.items())},
-        "dead_letters": join.dead_letters.get_topic_name(),
+        "changelog": config.changelog_topic,
+        "outputs": dict(sorted(config.outputs.items())),
+        "dead_letters": config.dead_letters,
         "tasks": {
             str(p): {
                 "decision_time": t.logic.decision_time if t.logic else None,
@@ -131,7 +121,7 @@ def describe_join(join: Join, tasks: Mapping[int, JoinTask]) -> dict[str, Any]:
             }
             for p, t in sorted(tasks.items())
         },
-        "stats": {**join.stats.as_dict(), "sought_back": join.intake.sought_back},
+        "stats": {**stats.as_dict(), "sought_back": sought_back},
     }
 
 

@@ -11,7 +11,8 @@ closed, and resumes without rebuilding its indexes when its database is the
 one it left (:meth:`JoinTask.can_resume`). The task's state says where each
 input resumes: a consumer that delivers an input from beyond that position
 is sent back there (:meth:`JoinTask.rewind`). The records are applied by
-:class:`~streamjoin.faust.join.router.RecordRouter`. Nothing here sends,
+:class:`~streamjoin.faust.join.router.RecordRouter`, which stages a task's
+batch (:meth:`~streamjoin.faust.join.router.RecordRouter.stage`). Nothing here sends,
 awaits or acks; the operator (:mod:`streamjoin.faust.join.operator`) makes
 batches durable.
 """
@@ -19,61 +20,21 @@ batches durable.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any
 
 from streamjoin.faust.join.batch_state import BatchState
+from streamjoin.faust.join.types import SIDES, Chunk
 from streamjoin.faust.kafka.session import last_fetch_ms
 from streamjoin.join import keys
-from streamjoin.join.policy import (
-    LEFT,
-    REASON_HEADER,
-    RIGHT,
-    SIDES,
-    SOURCE_HEADER,
-    JoinPolicy,
-    TaskLogic,
-)
+from streamjoin.join.policy import JoinPolicy, TaskLogic
 from streamjoin.restore.ownership import OWNER_HEADER
 
-if TYPE_CHECKING:
-    from streamjoin.faust.join.router import RecordRouter
-
-__all__ = [
-    "LEFT",
-    "REASON_HEADER",
-    "RIGHT",
-    "SIDES",
-    "SOURCE_HEADER",
-    "Chunk",
-    "Fetched",
-    "JoinTask",
-    "Output",
-    "highwater",
-]
+__all__ = ["JoinTask", "highwater"]
 
 #: times one input position is read again before a gap is accepted (see JoinTask.rewind)
 MAX_REWINDS = 3
 #: milliseconds after a rewind during which records beyond the position are dropped
 REWIND_MS = 5_000
-
-#: a record to produce: (topic, key, value, headers)
-Output = tuple[str, bytes | None, bytes, list[tuple[str, bytes]] | None]
-
-
-class Fetched(NamedTuple):
-    """An input record as the join reads it (aiokafka's ``ConsumerRecord`` has
-    the same fields; ``timestamp`` is in milliseconds)."""
-
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    timestamp: int
-
-
-#: records of one side received together (offset order)
-Chunk = tuple[str, Sequence[Any]]
 
 
 class JoinTask:
@@ -353,43 +314,6 @@ class JoinTask:
                 self.logic.set_idle(side, False)
             self.last_record_ms[side] = now_ms
         return woken
-
-    def stage(
-        self, received: Sequence[Chunk], idle: Sequence[str], router: RecordRouter
-    ) -> list[Output]:
-        """Apply *received*, then tell the logic which inputs went *idle*; return
-        the records to produce.
-
-        What to ack once the batch is durable is kept in
-        :attr:`unacked_range`; the positions are written last.
-        """
-        outputs: list[Output] = []
-        ranges = self.unacked_range
-        for side, records in received:
-            outputs.extend(router.apply(self, side, records))
-            first, last = records[0].offset, records[-1].offset
-            if side in ranges:
-                first = min(first, ranges[side][0])
-                last = max(last, ranges[side][1])
-            ranges[side] = (first, last)
-            self.idle.discard(side)  # a record makes its input active again
-        logic = self.logic
-        for side in idle:
-            if logic is not None and side not in self.idle:
-                self.idle.add(side)
-                router.stats.idle_inputs += 1
-                outputs.extend(router.route(logic.set_idle(side, True)))
-        if logic is not None:
-            logic.checkpoint()
-        # the positions are the batch's last changes: a changelog that has
-        # them has everything the batch changed before them
-        self.positions_at = len(self.state.content)
-        for side in SIDES:
-            if self.position[side] is not None:
-                self.state.put(
-                    keys.position_key(side), int(self.position[side] or 0).to_bytes(8, "big")
-                )
-        return outputs
 
 
 def highwater(consumer: Any, topic: str, partition: int) -> int | None:

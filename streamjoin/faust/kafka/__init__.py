@@ -1,8 +1,23 @@
 """The seam to faust's and aiokafka's internals (faust-streaming 0.15.3, aiokafka 0.14.0).
 
-Modules here are the ones that read or wrap private attributes of faust or
-aiokafka; each names the attributes it depends on in its docstring.
+These are the only modules that read, call or replace private attributes of
+faust or aiokafka objects; each names the ones it owns in its docstring, and
+``tests/architecture/test_layers.py`` (``SEAM``) fails when any other module
+touches one. An upgrade of either library is checked here, module by module.
 
 * :mod:`~streamjoin.faust.kafka.session`: the group session lease (aiokafka's
-  ``GroupCoordinator._send_req``) and each partition's latest fetch time.
+  ``GroupCoordinator._send_req``), each partition's latest fetch time, rejoin requests;
+* :mod:`~streamjoin.faust.kafka.fetch_chain`: the one hook chain on the
+  consumer's fetch (``Consumer._getmany``);
+* :mod:`~streamjoin.faust.kafka.fetch_guard`: fetched records faust would drop
+  are read again (a hook on the chain);
+* :mod:`~streamjoin.faust.kafka.consumer`: faust's delivery, offset and ack
+  bookkeeping (acks by offset range), the fetch wait, the fetcher;
+* :mod:`~streamjoin.faust.kafka.producer`: the bulk producer (aiokafka record batches);
+* :mod:`~streamjoin.faust.kafka.stores`: faust's RocksDB store, one database per partition;
+* :mod:`~streamjoin.faust.kafka.app`: tables' changelogs, tracing tags;
+* :mod:`~streamjoin.faust.kafka.metadata`: the credentialed metadata reader and
+  partition counts; :mod:`~streamjoin.faust.kafka.checks`: the start-up checks;
+* :mod:`~streamjoin.faust.kafka.range_read`: reading a topic's offset range
+  with a client of its own.
 """

@@ -12,10 +12,15 @@ offsets for a gap it may commit over, and the records are lost to every agent
 (measured in ``streamjoin demo`` runs: a repartition topic of the example's
 campaign counts skipped 47 records, an outcome topic 11).
 
-:func:`install_fetch_guard` wraps the consumer's ``_getmany`` (what faust's
-fetcher awaits): it fetches with a copy of the active set taken when the fetch
-starts (none when it is empty), and seeks every partition whose records faust
-would drop back to its first record, so that it is fetched again once active.
+:func:`install_fetch_guard` registers a hook on the consumer's fetch chain
+(:mod:`~streamjoin.faust.kafka.fetch_chain`): it fetches with a copy of the
+active set taken when the fetch starts (none when it is empty), and seeks
+every partition whose records faust would drop back to its first record, so
+that it is fetched again once active.
+
+Private attributes it depends on (faust-streaming 0.15.3):
+``Consumer._get_active_partitions()`` and ``Consumer._buffered_partitions``
+(through :mod:`~streamjoin.faust.kafka.consumer`).
 """
 
 from __future__ import annotations
@@ -25,24 +30,24 @@ from typing import Any
 
 from aiokafka.errors import IllegalStateError
 
+from streamjoin.faust.kafka.consumer import active_partitions, buffered_partitions
+from streamjoin.faust.kafka.fetch_chain import GUARD, Fetch, fetch_chain
+
 __all__ = ["install_fetch_guard", "put_back"]
 
 logger = logging.getLogger(__name__)
 
 
 def install_fetch_guard(consumer: Any) -> bool:
-    """Wrap *consumer*'s ``_getmany`` once; returns whether it was wrapped now."""
-    if getattr(consumer, "_streamjoin_fetch_guard", False):
-        return False
-    original = consumer._getmany
+    """Register the guard on *consumer*'s fetch chain; returns whether it was new."""
 
-    async def _getmany(active_partitions: Any, timeout: float) -> Any:
-        if active_partitions is None:  # a client-only app: every partition
-            return await original(active_partitions, timeout)
-        wanted = set(active_partitions)
+    async def guard(fetch: Fetch, active: Any, timeout: float) -> Any:
+        if active is None:  # a client-only app: every partition
+            return await fetch(active, timeout)
+        wanted = set(active)
         if not wanted:
             return {}  # aiokafka would read an empty set as every partition
-        records = await original(wanted, timeout)
+        records = await fetch(wanted, timeout)
         if records:
             put = await put_back(consumer, records)
             if put:
@@ -54,9 +59,7 @@ def install_fetch_guard(consumer: Any) -> bool:
                 )
         return records
 
-    consumer._getmany = _getmany
-    consumer._streamjoin_fetch_guard = True
-    return True
+    return fetch_chain(consumer).register("fetch-guard", GUARD, guard)
 
 
 async def put_back(consumer: Any, records: dict[Any, Any]) -> list[Any]:
@@ -64,8 +67,8 @@ async def put_back(consumer: Any, records: dict[Any, Any]) -> list[Any]:
     TP -> records) and seek their partitions back to them; returns those
     partitions. faust delivers a partition that is active now, or one taken out
     of the active ones because a reader's buffer is full."""
-    active = consumer._get_active_partitions()
-    buffered = getattr(consumer, "_buffered_partitions", ())
+    active = active_partitions(consumer)
+    buffered = buffered_partitions(consumer)
     put = []
     for tp in sorted(records):
         if tp in active or tp in buffered:

@@ -9,7 +9,10 @@ Private attributes used (faust-streaming 0.15.3, aiokafka 0.14.0):
 * ``AIOKafkaConsumer._coordinator`` (the ``GroupCoordinator``) and its
   ``_send_req(request)``, the one coroutine every group request (JoinGroup,
   SyncGroup, Heartbeat, OffsetCommit, LeaveGroup) goes through, wrapped here
-  once per coordinator;
+  once per coordinator (marked ``_streamjoin_lease``: the lease it renews);
+* ``AIOKafkaConsumerThread.thread_loop`` (public on the thread) and the
+  coordinator's public ``request_rejoin()``, called in that loop by
+  :func:`request_rebalance`;
 * public: ``AIOKafkaConsumer.last_poll_timestamp(tp)`` (wall ms of the latest
   fetch response that carried the partition).
 
@@ -29,7 +32,13 @@ from typing import Any
 
 from streamjoin.membership.lease import SessionLease
 
-__all__ = ["aiokafka_consumer", "app_aiokafka_consumer", "install_lease", "last_fetch_ms"]
+__all__ = [
+    "aiokafka_consumer",
+    "app_aiokafka_consumer",
+    "install_lease",
+    "last_fetch_ms",
+    "request_rebalance",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -101,3 +110,15 @@ def last_fetch_ms(consumer: Any, topic: str, partition: int) -> float | None:
         return None
     # aiokafka stamps wall time; idleness counts in monotonic time
     return time.monotonic() * 1000 - (time.time() * 1000 - float(stamp))
+
+
+def request_rebalance(app: Any) -> bool:
+    """Make this worker's Kafka consumer rejoin its group (from any thread)."""
+    thread = getattr(app.consumer, "_thread", None)
+    coordinator = getattr(aiokafka_consumer(app.consumer), "_coordinator", None)
+    loop = getattr(thread, "thread_loop", None)
+    if coordinator is None or loop is None:
+        logger.warning("streamjoin: cannot request a rebalance: the consumer is not running")
+        return False
+    loop.call_soon_threadsafe(coordinator.request_rejoin)
+    return True

@@ -21,6 +21,7 @@ from typing import Any
 from aiokafka import TopicPartition
 from faust.types import TP
 
+from streamjoin.faust.kafka.app import changelogs
 from streamjoin.faust.restore.changelog_store import ChangelogRecord, StoreWriter, writer_for
 from streamjoin.restore.plan import PartitionProgress, ready_partitions
 from streamjoin.restore.progress import TableProgress
@@ -34,8 +35,8 @@ class ChangelogBook:
     """Tables, store writers and applied offsets of the changelog partitions.
 
     Attributes:
-        tables: faust's table manager (its ``_changelogs`` maps a changelog
-            topic to its table).
+        tables: faust's table manager (its changelogs map a changelog topic
+            to its table).
         applied: last changelog offset applied by this process, per partition
             (faust's persisted-offset convention); kept until the partition
             is revoked.
@@ -53,7 +54,7 @@ class ChangelogBook:
 
     def table_for(self, tp: TP) -> Any:
         """The table whose changelog *tp* is."""
-        return self.tables._changelogs[tp.topic]
+        return changelogs(self.tables)[tp.topic]
 
     def writer(self, tp: TP) -> StoreWriter:
         """The writer applying records of *tp* to its table's local store (one per table)."""

@@ -19,6 +19,7 @@ import shutil
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from streamjoin.faust.kafka.stores import db_for_partition, drop_db, is_rocksdict
 from streamjoin.restore.ownership import (
     APPLY,
     OWNER_KEY,
@@ -90,7 +91,7 @@ class RocksdictWriter:
         in one WriteBatch."""
         if not records:
             return
-        db = self._store._db_for_partition(tp.partition)
+        db = db_for_partition(self._store, tp.partition)
         owner = first = Owner.decode(db.get(OWNER_KEY))
         skipped = stale = 0
         batch = self._batch_type(raw_mode=True)
@@ -125,17 +126,16 @@ class RocksdictWriter:
 
     def owner(self, tp: Any) -> Owner | None:
         """The owner stored next to the partition's data."""
-        return Owner.decode(self._store._db_for_partition(tp.partition).get(OWNER_KEY))
+        return Owner.decode(db_for_partition(self._store, tp.partition).get(OWNER_KEY))
 
     def wipe(self, tp: Any) -> None:
         """Close and destroy the partition's database; it reopens empty on next use."""
         import rocksdict
 
         store = self._store
-        db = store._dbs.pop(tp.partition, None)
+        db = drop_db(store, tp.partition)
         if db is not None:
             db.close()
-        store._key_index.clear()
         path = store.partition_path(tp.partition)
         try:
             rocksdict.Rdict.destroy(str(path))
@@ -209,6 +209,6 @@ class TableWriter:
 def writer_for(table: Any) -> StoreWriter:
     """Pick the fastest writer that is correct for *table*'s store."""
     store = table.data
-    if getattr(store, "use_rocksdict", False) and hasattr(store, "_db_for_partition"):
+    if is_rocksdict(store):
         return RocksdictWriter(store)
     return TableWriter(table)

@@ -122,7 +122,7 @@ def _new_restore_consumer(
 
 
 class Marks(Protocol):
-    """Fence markers of the partitions taken over (see :mod:`streamjoin.faust.restore.ownership`)."""
+    """Fence markers of the partitions taken over (:mod:`streamjoin.faust.restore.ownership`)."""
 
     def needs_marker(self, tp: TP) -> bool:
         """Must *tp* be fenced before its task starts?"""

@@ -44,10 +44,14 @@ from typing import Any
 from faust.types import TP
 from mode import Service
 
+from streamjoin._supervise import crash_on_failure
+from streamjoin.faust.kafka.app import changelogs as table_changelogs
+from streamjoin.faust.kafka.consumer import start_fetcher
 from streamjoin.faust.kafka.fetch_guard import install_fetch_guard
+from streamjoin.faust.kafka.session import request_rebalance
 from streamjoin.faust.restore.book import ChangelogBook, TaskGate
 from streamjoin.faust.restore.fetch import ChangelogFetcher, RestoreSettings, restore_consumer
-from streamjoin.faust.restore.warmup_watch import WarmupWatch, request_rebalance
+from streamjoin.faust.restore.warmup_watch import WarmupWatch
 from streamjoin.restore.pace import RestPacer, standby_share
 
 __all__ = ["RestoreSettings", "Restorer"]
@@ -198,7 +202,7 @@ class Restorer(Service):
                 app.consumer_generation_id,
             )
             return
-        changelogs = self.tables._changelogs
+        changelogs = table_changelogs(self.tables)
         actives = {tp for tp in app.assignor.assigned_actives() if tp.topic in changelogs}
         standbys = {tp for tp in app.assignor.assigned_standbys() if tp.topic in changelogs}
         streams = {tp for tp in assigned if tp.topic not in changelogs}
@@ -238,13 +242,12 @@ class Restorer(Service):
     ) -> None:
         if previous is not None:
             await asyncio.wait([previous])
-        try:
-            await self._session_body(generation_id, actives, standbys, streams)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            logger.exception("table restoration failed: %r", exc)
-            await self.crash(exc)
+        await crash_on_failure(
+            self._session_body(generation_id, actives, standbys, streams),
+            what="table restoration",
+            crash=self.crash,
+            logger=logger,
+        )
 
     async def _session_body(
         self, generation_id: int, actives: set[TP], standbys: set[TP], streams: set[TP]
@@ -294,7 +297,7 @@ class Restorer(Service):
             return None
         app.flow_control.resume()
         consumer.resume_flow()
-        await app._fetcher.maybe_start()
+        await start_fetcher(app)
 
         global_partitions = {tp.partition for tp in global_tps}
         gate = TaskGate(consumer, streams, global_partitions, self._restored_at)

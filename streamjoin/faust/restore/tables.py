@@ -18,6 +18,7 @@ from typing import Any
 
 from faust.tables.manager import TableManager as _FaustTableManager
 
+from streamjoin.faust.kafka.stores import open_dbs
 from streamjoin.faust.restore.ownership import TaskOwnership
 from streamjoin.faust.restore.restorer import Restorer
 
@@ -111,8 +112,7 @@ def _store_offsets(store: Any) -> dict[int, int]:
     import rocksdict
 
     offsets: dict[int, int] = {}
-    open_dbs = dict(getattr(store, "_dbs", {}))
-    for partition, db in open_dbs.items():
+    for partition, db in open_dbs(store).items():
         raw = db.get(store.offset_key)
         if raw is not None:
             offsets[partition] = int(raw)

@@ -17,9 +17,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
 
-__all__ = ["WarmupWatch", "request_rebalance"]
+__all__ = ["WarmupWatch"]
 
 logger = logging.getLogger("streamjoin.faust.assignment.assignor")
 
@@ -93,16 +92,3 @@ class WarmupWatch:
             self._delay,
         )
         return True
-
-
-def request_rebalance(app: Any) -> bool:
-    """Make this worker's Kafka consumer rejoin its group (from any thread)."""
-    thread = getattr(app.consumer, "_thread", None)
-    consumer = getattr(thread, "_consumer", None)
-    coordinator = getattr(consumer, "_coordinator", None)
-    loop = getattr(thread, "thread_loop", None)
-    if coordinator is None or loop is None:
-        logger.warning("streamjoin: cannot request a rebalance: the consumer is not running")
-        return False
-    loop.call_soon_threadsafe(coordinator.request_rejoin)
-    return True

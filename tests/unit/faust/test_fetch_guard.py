@@ -15,8 +15,8 @@ from typing import Any
 from aiokafka.errors import IllegalStateError
 from faust.types import TP
 
+from streamjoin.faust.join.types import Fetched
 from streamjoin.faust.kafka.fetch_guard import install_fetch_guard
-from streamjoin.faust.join.tasks import Fetched
 
 A, B, C = TP("clicks", 0), TP("clicks", 1), TP("outcomes", 0)
 
@@ -107,6 +107,7 @@ def test_a_partition_revoked_meanwhile_is_dropped_and_the_guard_installs_once() 
     assert consumer.sought == []
     wrapped = consumer._getmany
     assert install_fetch_guard(consumer) is False and consumer._getmany is wrapped
+    assert wrapped.names() == ["fetch-guard"]
 
 
 def test_the_guard_passes_a_copy_never_faust_s_live_set() -> None:

@@ -15,8 +15,10 @@ from typing import Any
 from faust.types import TP
 
 from streamjoin.ads.policy import AdAttribution
-from streamjoin.faust.join.intake import Intake, ack_range
-from streamjoin.faust.join.tasks import LEFT, RIGHT, Fetched, JoinTask
+from streamjoin.faust.join.intake import Intake
+from streamjoin.faust.join.tasks import JoinTask
+from streamjoin.faust.join.types import LEFT, RIGHT, Fetched
+from streamjoin.faust.kafka.consumer import ack_range
 
 
 class _Topics:
@@ -302,7 +304,7 @@ def test_an_input_is_not_idle_on_a_high_watermark_no_recent_fetch_confirmed() ->
 def test_the_fetch_wait_is_shortened_never_lengthened() -> None:
     from types import SimpleNamespace
 
-    from streamjoin.faust.join.intake import shorten_fetch_wait
+    from streamjoin.faust.kafka.consumer import shorten_fetch_wait
 
     fetcher = SimpleNamespace(_fetch_max_wait_ms=1500)
     consumer = SimpleNamespace(_thread=SimpleNamespace(_consumer=SimpleNamespace(_fetcher=fetcher)))

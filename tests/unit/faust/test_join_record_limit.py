@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 
 from streamjoin.ads.policy import AdAttribution
 from streamjoin.faust.join.declare import check_record_limit
 from streamjoin.faust.join.router import OVERSIZED_KEPT, SIZE_HEADER, RecordRouter
 from streamjoin.faust.join.stats import JoinStats
-from streamjoin.faust.join.tasks import RIGHT, Fetched, JoinTask
+from streamjoin.faust.join.tasks import JoinTask
+from streamjoin.faust.join.types import RIGHT, Fetched
 from streamjoin.join.errors import JoinConfigError
 
 
@@ -26,9 +25,8 @@ def test_a_record_over_the_limit_is_dead_lettered_before_the_policy_sees_it(
     from rocksdict import Rdict
 
     stats = JoinStats()
-    letters = SimpleNamespace(get_topic_name=lambda: "billing-dead-letters")
     router = RecordRouter(
-        "billing", AdAttribution(), stats, {}, letters, max_record_bytes=2048
+        "billing", AdAttribution(), stats, {}, "billing-dead-letters", max_record_bytes=2048
     )  # fmt: skip
     task = JoinTask(0, AdAttribution(), max_idle_ms=100)
     task.open(Rdict(f"{tmp_path}/db"), 0)

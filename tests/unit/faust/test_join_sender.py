@@ -6,7 +6,8 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any
 
-from streamjoin.faust.join.batch import Sender, acknowledged
+from streamjoin.faust.join.batch import acknowledged
+from streamjoin.faust.kafka.producer import Sender
 
 
 class _Builder:

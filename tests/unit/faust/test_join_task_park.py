@@ -12,14 +12,15 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import faust
 import pytest
 import rocksdict
 
+from streamjoin._progress import ProgressLog
 from streamjoin.ads.policy import AdAttribution
 from streamjoin.faust.join.router import RecordRouter
-from streamjoin.faust.join.stats import JoinStats, ProgressLog
-from streamjoin.faust.join.tasks import LEFT, RIGHT, Chunk, Fetched, JoinTask, Output
+from streamjoin.faust.join.stats import JoinStats, log_progress
+from streamjoin.faust.join.tasks import JoinTask
+from streamjoin.faust.join.types import LEFT, RIGHT, Chunk, Fetched, Output
 from streamjoin.join import keys
 from streamjoin.join.window import JoinWindow
 
@@ -100,15 +101,10 @@ def test_a_resumed_task_forgets_idleness_as_a_reopened_one_does(tmp_path: Path) 
     assert logic.logic.marks.idle == set()
 
 
-@pytest.fixture(scope="module")
-def app() -> faust.App:
-    return faust.App("hold-test", broker="kafka://127.0.0.1:9", store="memory://")
-
-
 @pytest.fixture
-def router(app: faust.App) -> RecordRouter:
-    outputs = {name: app.topic(f"out-{name}") for name in POLICY.outputs}
-    return RecordRouter("billing", POLICY, JoinStats(), outputs, app.topic("dead"))
+def router() -> RecordRouter:
+    outputs = {name: f"out-{name}" for name in POLICY.outputs}
+    return RecordRouter("billing", POLICY, JoinStats(), outputs, "dead")
 
 
 def _db(path: Path) -> rocksdict.Rdict:
@@ -164,7 +160,7 @@ def _batch(
     """Apply *received* as one batch and make it durable in RocksDB (no broker here)."""
     for side, records in received:
         task.see(side, records[0].offset)
-    out = task.stage(received, [], router)
+    out = router.stage(task, received, [])
     task.state.commit(OFFSET_KEY, changelog)
     task.unacked_range.clear()
     return out
@@ -175,7 +171,7 @@ def _outcomes(outputs: list[Output]) -> list[tuple[str, bytes | None, bytes]]:
 
 
 def test_a_parked_task_skips_what_it_applied_and_applies_the_rest_once(
-    app: faust.App, router: RecordRouter, tmp_path: Path
+    router: RecordRouter, tmp_path: Path
 ) -> None:
     inputs = _inputs(60)
     everything = _interleaved(inputs, {LEFT: 0, RIGHT: 0})
@@ -245,13 +241,14 @@ def test_an_input_that_starts_beyond_the_state_is_read_again_three_times_at_most
 def test_the_progress_line_says_when_tasks_are_parked_for_a_rebalance(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    log = ProgressLog(logging.getLogger("test.join"), "billing")
+    log = ProgressLog(logging.getLogger("test.join"), interval=0.0)
     stats = JoinStats()
     caplog.set_level(logging.INFO, logger="test.join")
     stats.processed = 10
-    log.maybe_log(10**9, 0.0, stats, 0, 0, parked=2)
+    assert log_progress(log, "billing", 10**9, stats, 0, 0, parked=2)
+    assert not log_progress(log, "billing", 2 * 10**9, stats, 0, 0)  # nothing processed since
     stats.processed = 20
-    log.maybe_log(2 * 10**9, 0.0, stats, 2, 0)
+    assert log_progress(log, "billing", 3 * 10**9, stats, 2, 0)
     lines = [r.getMessage() for r in caplog.records]
     assert lines[0].startswith("join billing: 0 tasks (2 parked while the group rebalances), 10 ")
     assert lines[1].startswith("join billing: 2 tasks, 20 records processed")
