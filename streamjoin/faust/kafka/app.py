@@ -11,22 +11,34 @@ Private attributes it depends on (faust-streaming 0.15.3):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    from faust.app.base import App
+    from faust.tables.base import Collection
+    from faust.tables.manager import TableManager
+    from faust.types import AppT, CollectionT
+    from faust.types.tables import TableManagerT
+    from opentracing import Span
 
 __all__ = ["add_span_tags", "changelog_topic_name", "changelogs"]
 
 
-def changelogs(tables: Any) -> Mapping[str, Any]:
+# faust declares these private attributes on its classes (TableManager, Collection,
+# App), not on the abstract types (TableManagerT, CollectionT, AppT) the app hands out:
+# the casts below name the class that declares each one.
+
+
+def changelogs(tables: TableManagerT) -> Mapping[str, CollectionT]:
     """Changelog topic name -> table, of faust's table manager *tables*."""
-    found: Mapping[str, Any] = tables._changelogs
-    return found
+    return cast("TableManager", tables)._changelogs
 
 
-def changelog_topic_name(table: Any) -> str:
+def changelog_topic_name(table: CollectionT) -> str:
     """The name of *table*'s changelog topic."""
-    return str(table._changelog_topic_name())
+    return str(cast("Collection", table)._changelog_topic_name())
 
 
-def add_span_tags(app: Any, span: Any) -> None:
+def add_span_tags(app: AppT, span: Span) -> None:
     """Put faust's default tags on a tracing *span*."""
-    app._span_add_default_tags(span)
+    cast("App", app)._span_add_default_tags(span)

@@ -10,7 +10,7 @@ so they are covered with every other declared group.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from streamjoin.assignment.errors import (
     CopartitioningError,
@@ -19,6 +19,9 @@ from streamjoin.assignment.errors import (
 )
 from streamjoin.assignment.grouping import copartition_problems, declared_count_problems
 from streamjoin.faust.kafka.metadata import DeclaredTopics, declared_topics, partition_counts
+
+if TYPE_CHECKING:
+    from faust.types import AppT
 
 __all__ = ["check_topics", "topic_problems", "topics_read_together"]
 
@@ -42,7 +45,7 @@ def topic_problems(
     return problems
 
 
-def check_topics(app: Any, timeout: float) -> None:
+def check_topics(app: AppT, timeout: float) -> None:
     """The worker's start-up check over the topics read together, with the app's credentials.
 
     Raises:

@@ -24,10 +24,16 @@ Private attributes it depends on (faust-streaming 0.15.3, aiokafka 0.14.0):
 
 from __future__ import annotations
 
-from collections.abc import Collection, MutableMapping, Sequence
-from typing import Any
+from collections.abc import Collection, Mapping, MutableMapping, MutableSet, Sequence
+from typing import TYPE_CHECKING, cast
 
 from streamjoin.faust.kafka.session import aiokafka_consumer
+
+if TYPE_CHECKING:
+    from aiokafka.consumer.fetcher import Fetcher
+    from faust.app.base import App
+    from faust.transport.consumer import Consumer
+    from faust.types import TP, AppT, ConsumerT, TopicT
 
 __all__ = [
     "ack_range",
@@ -41,39 +47,47 @@ __all__ = [
 ]
 
 
-def active_partitions(consumer: Any) -> Collection[Any]:
+# faust declares the private attributes read here on its classes (transport
+# ``Consumer``, ``App``), not on the abstract types (``ConsumerT``, ``AppT``) the
+# app hands out: the casts name the declaring class.
+# aiokafka has no type information: its objects are typed as mypy sees them (Any).
+
+
+def active_partitions(consumer: ConsumerT) -> Collection[TP]:
     """The partitions faust delivers now (its live set: do not keep it)."""
-    active: Collection[Any] = consumer._get_active_partitions()
-    return active
+    return cast("Consumer", consumer)._get_active_partitions()
 
 
-def buffered_partitions(consumer: Any) -> Collection[Any]:
+def buffered_partitions(consumer: ConsumerT) -> Collection[TP]:
     """Partitions taken out of the active ones because a reader's buffer is
     full; faust delivers their fetched records all the same."""
-    buffered: Collection[Any] = getattr(consumer, "_buffered_partitions", ())
+    buffered: Collection[TP] = getattr(consumer, "_buffered_partitions", ())
     return buffered
 
 
-def read_offsets(consumer: Any) -> MutableMapping[Any, int | None]:
+def read_offsets(consumer: ConsumerT) -> MutableMapping[TP, int | None]:
     """faust's last delivered offset per partition (records taken from a fetch
     move it as faust's own delivery does)."""
-    offsets: MutableMapping[Any, int | None] = consumer._read_offset
-    return offsets
+    return cast("Consumer", consumer)._read_offset
 
 
-def committed_offset(consumer: Any, tp: Any) -> int | None:
+def committed_offset(consumer: ConsumerT, tp: TP) -> int | None:
     """faust's note of the group's committed offset of *tp* (``None``: unknown)."""
-    committed = getattr(consumer, "_committed_offset", None)
+    committed: MutableMapping[TP, int | None] | None = getattr(
+        consumer, "_committed_offset", None
+    )
     return None if committed is None else committed.get(tp)
 
 
-def readers(app: Any, topic: str) -> int | None:
+def readers(app: AppT, topic: str) -> int | None:
     """How many agents and channels of *app* read *topic* (``None``: unknown)."""
-    index = getattr(app.topics, "_topic_name_index", None)
+    index: Mapping[str, MutableSet[TopicT]] | None = getattr(
+        app.topics, "_topic_name_index", None
+    )
     return None if index is None else len(index.get(topic, ()))
 
 
-def shorten_fetch_wait(consumer: Any, wait_ms: int) -> bool:
+def shorten_fetch_wait(consumer: ConsumerT, wait_ms: int) -> bool:
     """Make the consumer's fetch requests wait at most *wait_ms* on the broker.
 
     faust creates its aiokafka consumer with ``fetch_max_wait_ms=1500``. Kafka
@@ -83,20 +97,20 @@ def shorten_fetch_wait(consumer: Any, wait_ms: int) -> bool:
     of 0.4 s); a join's latency then includes that wait. Returns whether the
     setting was found (faust's aiokafka driver) and changed.
     """
-    fetcher: Any = getattr(aiokafka_consumer(consumer), "_fetcher", None)
+    fetcher: Fetcher | None = getattr(aiokafka_consumer(consumer), "_fetcher", None)
     current = getattr(fetcher, "_fetch_max_wait_ms", None)
-    if not isinstance(current, int) or current <= wait_ms:
+    if fetcher is None or not isinstance(current, int) or current <= wait_ms:
         return False
     fetcher._fetch_max_wait_ms = wait_ms  # read when the next fetch request is built
     return True
 
 
-async def start_fetcher(app: Any) -> None:
+async def start_fetcher(app: AppT) -> None:
     """Start *app*'s fetcher again if it is not running (after a restore)."""
-    await app._fetcher.maybe_start()
+    await cast("App", app)._fetcher.maybe_start()
 
 
-def ack_range(consumer: Any, tp: Any, first: int, last: int) -> int:
+def ack_range(consumer: ConsumerT, tp: TP, first: int, last: int) -> int:
     """Ack offsets ``first..last`` of *tp* in faust's consumer as one call.
 
     The same bookkeeping as faust's ``Consumer.ack`` for each offset (offsets
@@ -106,6 +120,7 @@ def ack_range(consumer: Any, tp: Any, first: int, last: int) -> int:
     from faust.transport import consumer as faust_consumer
     from mode.utils.futures import notify
 
+    consumer = cast("Consumer", consumer)  # ConsumerT declares no app
     if last < first or not consumer.app.topics.acks_enabled_for(tp.topic):
         return 0
     with faust_consumer.ack_lock:  # type: ignore[attr-defined]

@@ -17,15 +17,23 @@ Private attribute it depends on (faust-streaming 0.15.3): ``Consumer._getmany``.
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Collection
+from typing import TYPE_CHECKING, TypeAlias, cast
 
-__all__ = ["GUARD", "INTAKE", "FetchChain", "fetch_chain"]
+if TYPE_CHECKING:
+    from aiokafka import ConsumerRecord
+    from faust.transport.consumer import Consumer
+    from faust.types import TP, ConsumerT
 
+__all__ = ["GUARD", "INTAKE", "FetchChain", "Records", "fetch_chain"]
+
+#: what a fetch returns: TP -> its records (aiokafka ``ConsumerRecord``\ s of raw
+#: bytes); a dict, as aiokafka builds it (hooks take records out of it)
+Records: TypeAlias = "dict[TP, list[ConsumerRecord[bytes, bytes]]]"
 #: a fetch: (active partitions or None for every partition, timeout) -> TP -> records
-Fetch = Callable[[Any, float], Awaitable[Any]]
+Fetch: TypeAlias = "Callable[[Collection[TP] | None, float], Awaitable[Records]]"
 #: a hook: (the next fetch in the chain, active partitions, timeout) -> TP -> records
-Hook = Callable[[Fetch, Any, float], Awaitable[Any]]
+Hook: TypeAlias = "Callable[[Fetch, Collection[TP] | None, float], Awaitable[Records]]"
 
 #: the ranks of streamjoin's hooks: a join's intake sees the fetch first, the
 #: guard then seeks back what faust would not deliver of the rest
@@ -50,18 +58,22 @@ class FetchChain:
         """The hooks' names, nearest the broker first."""
         return [name for _, name in sorted((rank, name) for name, (rank, _) in self._hooks.items())]
 
-    async def __call__(self, active_partitions: Any, timeout: float) -> Any:
+    async def __call__(self, active_partitions: Collection[TP] | None, timeout: float) -> Records:
         call: Fetch = self._fetch
         for name in self.names():
             call = functools.partial(self._hooks[name][1], call)
         return await call(active_partitions, timeout)
 
 
-def fetch_chain(consumer: Any) -> FetchChain:
+def fetch_chain(consumer: ConsumerT) -> FetchChain:
     """The chain on faust's *consumer*, installed on first use."""
-    current = consumer._getmany
+    # ``_getmany`` is declared on faust's transport ``Consumer``, not on ``ConsumerT``
+    faust_consumer = cast("Consumer", consumer)
+    current = faust_consumer._getmany
     if isinstance(current, FetchChain):
         return current
-    chain = FetchChain(current)
-    consumer._getmany = chain
+    # faust declares the records as Mapping[TP, List[Any]]; aiokafka's driver
+    # returns a dict of ConsumerRecords
+    chain = FetchChain(cast("Fetch", current))
+    faust_consumer._getmany = chain  # type: ignore[method-assign]
     return chain

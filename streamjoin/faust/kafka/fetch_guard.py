@@ -26,22 +26,26 @@ Private attributes it depends on (faust-streaming 0.15.3):
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Collection
+from typing import TYPE_CHECKING
 
 from aiokafka.errors import IllegalStateError
 
 from streamjoin.faust.kafka.consumer import active_partitions, buffered_partitions
-from streamjoin.faust.kafka.fetch_chain import GUARD, Fetch, fetch_chain
+from streamjoin.faust.kafka.fetch_chain import GUARD, Fetch, Records, fetch_chain
+
+if TYPE_CHECKING:
+    from faust.types import TP, ConsumerT
 
 __all__ = ["install_fetch_guard", "put_back"]
 
 logger = logging.getLogger(__name__)
 
 
-def install_fetch_guard(consumer: Any) -> bool:
+def install_fetch_guard(consumer: ConsumerT) -> bool:
     """Register the guard on *consumer*'s fetch chain; returns whether it was new."""
 
-    async def guard(fetch: Fetch, active: Any, timeout: float) -> Any:
+    async def guard(fetch: Fetch, active: Collection[TP] | None, timeout: float) -> Records:
         if active is None:  # a client-only app: every partition
             return await fetch(active, timeout)
         wanted = set(active)
@@ -62,7 +66,7 @@ def install_fetch_guard(consumer: Any) -> bool:
     return fetch_chain(consumer).register("fetch-guard", GUARD, guard)
 
 
-async def put_back(consumer: Any, records: dict[Any, Any]) -> list[Any]:
+async def put_back(consumer: ConsumerT, records: Records) -> list[TP]:
     """Take the records faust would not deliver out of *records* (a fetch:
     TP -> records) and seek their partitions back to them; returns those
     partitions. faust delivers a partition that is active now, or one taken out

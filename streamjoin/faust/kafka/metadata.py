@@ -6,9 +6,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from streamjoin.errors import BrokerUnreachable
+
+if TYPE_CHECKING:
+    from faust.types import AppT, ChannelT, TopicT
+    from faust.types.settings import Settings
 
 __all__ = ["DeclaredTopics", "declared_topics", "partition_counts"]
 
@@ -23,7 +27,7 @@ class DeclaredTopics:
     copartition: tuple[tuple[str, ...], ...]
 
 
-def declared_topics(app: Any) -> DeclaredTopics:
+def declared_topics(app: AppT) -> DeclaredTopics:
     """Read topics, partition counts and co-partition groups off a faust app."""
     default = app.conf.topic_partitions
     partitions: dict[str, int | None] = {}
@@ -36,16 +40,17 @@ def declared_topics(app: Any) -> DeclaredTopics:
     return DeclaredTopics(dict(sorted(partitions.items())), tuple(sorted(set(groups))))
 
 
-def _topics_of(channel: Any) -> Iterable[Any]:
+def _topics_of(channel: ChannelT[Any]) -> Iterable[TopicT]:  # Any: the values, any type
     import faust
 
     if isinstance(channel, faust.TopicT) and not channel.pattern:
         topics = channel.topics
         for name in topics:
-            yield channel.derive(topics=[name]) if len(topics) > 1 else channel
+            # faust declares derive() -> ChannelT; a topic derives a topic
+            yield cast("TopicT", channel.derive(topics=[name])) if len(topics) > 1 else channel
 
 
-async def _read_counts(conf: Any, topics: list[str], timeout: float) -> dict[str, int]:
+async def _read_counts(conf: Settings, topics: list[str], timeout: float) -> dict[str, int]:
     from aiokafka import AIOKafkaConsumer
     from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth, server_list
 
@@ -63,7 +68,9 @@ async def _read_counts(conf: Any, topics: list[str], timeout: float) -> dict[str
         await consumer.stop()
 
 
-def partition_counts(conf: Any, topics: Iterable[str], timeout: float = 15.0) -> dict[str, int]:
+def partition_counts(
+    conf: Settings, topics: Iterable[str], timeout: float = 15.0
+) -> dict[str, int]:
     """Partition count of each of *topics* that exists on the broker: the one reader.
 
     Connects with the app's ``broker``, ``broker_credentials`` and

@@ -16,29 +16,37 @@ Private attributes it depends on (faust-streaming 0.15.3, aiokafka 0.14.0):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Sequence
+from typing import TYPE_CHECKING, TypeAlias, cast
+
+if TYPE_CHECKING:
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.producer.message_accumulator import BatchBuilder
+    from faust.transport.drivers.aiokafka import Producer
+    from faust.types import AppT, RecordMetadata
 
 __all__ = ["Record", "Sender", "Sent"]
 
 #: a record to send: (topic, partition or None: by key, key, value, headers)
 Record = tuple[str, int | None, bytes | None, bytes | None, Sequence[tuple[str, bytes]] | None]
-#: records sent: (topic, partition, future of the first one's metadata, how many)
-Sent = tuple[str, int, Any, int]
+#: records sent: (topic, partition, future of the first one's metadata, how many);
+#: aiokafka's batch futures give its own RecordMetadata, which has faust's fields
+Sent: TypeAlias = "tuple[str, int, Awaitable[RecordMetadata], int]"
 
 
 class Sender:
     """Sends records and waits for their acknowledgements, in bulk when it can."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: AppT) -> None:
         self.app = app
 
-    def _bulk(self) -> Any:
+    def _bulk(self) -> AIOKafkaProducer | None:
         """aiokafka's producer when its batch API may be used, else ``None``."""
         if "exactly" in str(getattr(self.app.conf, "processing_guarantee", "")):
             return None  # faust sends in its transactions
         try:
-            aio = self.app.producer._ensure_producer()
+            # declared on faust's aiokafka Producer, not on ProducerT
+            aio = cast("Producer", self.app.producer)._ensure_producer()
         except Exception:  # not started, or not the aiokafka driver
             return None
         return aio if hasattr(aio, "create_batch") and hasattr(aio, "send_batch") else None
@@ -49,9 +57,12 @@ class Sender:
         aio = self._bulk()
         if aio is None:
             producer = self.app.producer
-            sent = []
+            sent: list[Sent] = []
             for topic, partition, key, value, headers in records:
-                fut = await producer.send(topic, key, value, partition, None, headers)
+                # faust declares headers a list or a mapping; any sequence of pairs is
+                # sent as it is (aiokafka iterates over them)
+                listed = cast("list[tuple[str, bytes]] | None", headers)
+                fut = await producer.send(topic, key, value, partition, None, listed)
                 sent.append((topic, -1 if partition is None else partition, fut, 1))
             return sent
         groups: dict[tuple[str, int], list[Record]] = {}
@@ -82,6 +93,11 @@ class Sender:
         return sent
 
 
-def _append(builder: Any, key: bytes | None, value: bytes | None, headers: Any) -> bool:
+def _append(
+    builder: BatchBuilder,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[tuple[str, bytes]] | None,
+) -> bool:
     """Add a record to an aiokafka record batch; ``False`` when the batch is full."""
     return builder.append(timestamp=None, key=key, value=value, headers=headers or []) is not None

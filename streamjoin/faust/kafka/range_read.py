@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth, server_list
 from faust.types.enums import ProcessingGuarantee
 
 from streamjoin.errors import StreamjoinError
+
+if TYPE_CHECKING:
+    from faust.types.settings import Settings
 
 __all__ = ["RangeReadError", "no_group_consumer", "read_range"]
 
@@ -29,12 +32,14 @@ POLL_MS = 200
 
 
 def no_group_consumer(
-    conf: Any, name: str, *, auto_offset_reset: str, **options: Any
+    conf: Settings, name: str, *, auto_offset_reset: str, **options: Any
 ) -> AIOKafkaConsumer:
     """An aiokafka consumer of the app's brokers in no group (partitions are
     assigned by hand), reading committed records only when the app produces in
     transactions; *options* go to ``AIOKafkaConsumer`` as they are."""
-    exactly_once = conf.processing_guarantee == ProcessingGuarantee.EXACTLY_ONCE
+    # faust's setting declares the enum class; the value is one of its members
+    guarantee = cast(ProcessingGuarantee, conf.processing_guarantee)
+    exactly_once = guarantee == ProcessingGuarantee.EXACTLY_ONCE
     return AIOKafkaConsumer(
         bootstrap_servers=server_list(conf.broker, 9092),
         client_id=f"{conf.broker_client_id}-{name}",
@@ -53,8 +58,8 @@ class RangeReadError(StreamjoinError):
 
 
 async def read_range(
-    conf: Any, topic: str, partition: int, start: int, stop: int, *, timeout: float = 30.0
-) -> AsyncIterator[list[Any]]:
+    conf: Settings, topic: str, partition: int, start: int, stop: int, *, timeout: float = 30.0
+) -> AsyncIterator[list[ConsumerRecord[bytes, bytes]]]:
     """Yield the records of ``topic[partition]`` with offsets in ``[start, stop)``,
     in offset order, one fetch at a time (aiokafka ``ConsumerRecord``\\ s).
 

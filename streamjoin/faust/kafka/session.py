@@ -28,9 +28,14 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from streamjoin.membership.lease import SessionLease
+
+if TYPE_CHECKING:
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.protocol.api import Request, Response
+    from faust.types import AppT, ConsumerT
 
 __all__ = [
     "aiokafka_consumer",
@@ -51,27 +56,31 @@ _RENEWED = (0, 27)
 _GONE = (22, 25, 82)
 
 
-def aiokafka_consumer(consumer: Any) -> Any:
+# aiokafka has no type information: mypy sees its classes as Any; they name what is meant
+
+
+def aiokafka_consumer(consumer: ConsumerT) -> AIOKafkaConsumer | None:
     """The aiokafka consumer behind faust's *consumer*, ``None`` when there is none yet
     (never created here: that opens connections)."""
     thread = getattr(consumer, "_thread", None)
-    return getattr(thread, "_consumer", None)
+    found: AIOKafkaConsumer | None = getattr(thread, "_consumer", None)
+    return found
 
 
-def app_aiokafka_consumer(app: Any) -> Any:
+def app_aiokafka_consumer(app: AppT) -> AIOKafkaConsumer | None:
     """The aiokafka consumer of *app*, ``None`` when the app has not created it yet."""
-    consumer = getattr(app, "_consumer", None)
+    consumer: ConsumerT | None = getattr(app, "_consumer", None)
     return None if consumer is None else aiokafka_consumer(consumer)
 
 
-def install_lease(aio: Any, lease: SessionLease) -> bool:
+def install_lease(aio: AIOKafkaConsumer, lease: SessionLease) -> bool:
     """Make *aio*'s group coordinator keep *lease*; returns whether it was wrapped now."""
     coordinator = getattr(aio, "_coordinator", None)
     if coordinator is None or getattr(coordinator, "_streamjoin_lease", None) is lease:
         return False
     original = coordinator._send_req
 
-    async def _send_req(request: Any) -> Any:
+    async def _send_req(request: Request) -> Response:
         sent = time.monotonic()
         response = await original(request)
         name = type(request).__name__
@@ -94,7 +103,7 @@ def install_lease(aio: Any, lease: SessionLease) -> bool:
     return True
 
 
-def last_fetch_ms(consumer: Any, topic: str, partition: int) -> float | None:
+def last_fetch_ms(consumer: ConsumerT, topic: str, partition: int) -> float | None:
     """Monotonic ms of the latest fetch response carrying ``topic[partition]``
     (``None``: none since it was assigned)."""
     from aiokafka.structs import TopicPartition
@@ -112,7 +121,7 @@ def last_fetch_ms(consumer: Any, topic: str, partition: int) -> float | None:
     return time.monotonic() * 1000 - (time.time() * 1000 - float(stamp))
 
 
-def request_rebalance(app: Any) -> bool:
+def request_rebalance(app: AppT) -> bool:
     """Make this worker's Kafka consumer rejoin its group (from any thread)."""
     thread = getattr(app.consumer, "_thread", None)
     coordinator = getattr(aiokafka_consumer(app.consumer), "_coordinator", None)

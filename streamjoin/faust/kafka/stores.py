@@ -10,29 +10,43 @@ Private attributes it depends on (faust-streaming 0.15.3, ``faust.stores.rocksdb
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
+
+if TYPE_CHECKING:
+    from faust.stores.rocksdb import Store
+    from faust.types import StoreT
+    from rocksdict import Rdict
+
+    #: a table's store (``table.data``); its keys and values are the table's, any objects
+    TableStore: TypeAlias = StoreT[Any, Any]
 
 __all__ = ["db_for_partition", "drop_db", "is_rocksdict", "open_dbs"]
 
 
-def is_rocksdict(store: Any) -> bool:
+# the private attributes are declared on faust's rocksdb ``Store``, not on ``StoreT``
+# (what ``table.data`` is declared as): the casts name that class; its databases are
+# rocksdict's ``Rdict`` (faust's ``DB`` when ``use_rocksdict``, what is_rocksdict checks)
+
+
+def is_rocksdict(store: TableStore) -> bool:
     """Is *store* faust's RocksDB store on rocksdict (one database per partition)?"""
     return bool(getattr(store, "use_rocksdict", False)) and hasattr(store, "_db_for_partition")
 
 
-def db_for_partition(store: Any, partition: int) -> Any:
+def db_for_partition(store: TableStore, partition: int) -> Rdict:
     """*partition*'s rocksdict database in *store*, opened if it is not yet."""
-    return store._db_for_partition(partition)
+    return cast("Rdict", cast("Store", store)._db_for_partition(partition))
 
 
-def open_dbs(store: Any) -> dict[int, Any]:
+def open_dbs(store: TableStore) -> dict[int, Rdict]:
     """Partition -> database, of the databases *store* has open now."""
     return dict(getattr(store, "_dbs", {}))
 
 
-def drop_db(store: Any, partition: int) -> Any:
+def drop_db(store: TableStore, partition: int) -> Rdict | None:
     """Forget *partition*'s open database (returned, or ``None``; the caller
     closes it) and the key cache that may point into it."""
-    db = store._dbs.pop(partition, None)
-    store._key_index.clear()
-    return db
+    rocks = cast("Store", store)
+    db = rocks._dbs.pop(partition, None)
+    rocks._key_index.clear()
+    return cast("Rdict | None", db)
