@@ -10,10 +10,10 @@ Private attributes it depends on (faust-streaming 0.15.3, ``faust.stores.rocksdb
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeGuard, cast
 
 if TYPE_CHECKING:
-    from faust.stores.rocksdb import Store
+    from faust.stores.rocksdb import Store as RocksDBStore
     from faust.types import StoreT
     from rocksdict import Rdict
 
@@ -23,30 +23,29 @@ if TYPE_CHECKING:
 __all__ = ["db_for_partition", "drop_db", "is_rocksdict", "open_dbs"]
 
 
-# the private attributes are declared on faust's rocksdb ``Store``, not on ``StoreT``
-# (what ``table.data`` is declared as): the casts name that class; its databases are
-# rocksdict's ``Rdict`` (faust's ``DB`` when ``use_rocksdict``, what is_rocksdict checks)
+# the private attributes are declared on faust's rocksdb ``Store``; its databases are
+# rocksdict's ``Rdict`` (faust's ``DB`` when ``use_rocksdict``, what is_rocksdict
+# checks), which faust declares as whichever RocksDB binding is installed (to mypy: Any)
 
 
-def is_rocksdict(store: TableStore) -> bool:
+def is_rocksdict(store: TableStore) -> TypeGuard[RocksDBStore]:
     """Is *store* faust's RocksDB store on rocksdict (one database per partition)?"""
     return bool(getattr(store, "use_rocksdict", False)) and hasattr(store, "_db_for_partition")
 
 
-def db_for_partition(store: TableStore, partition: int) -> Rdict:
+def db_for_partition(store: RocksDBStore, partition: int) -> Rdict:
     """*partition*'s rocksdict database in *store*, opened if it is not yet."""
-    return cast("Rdict", cast("Store", store)._db_for_partition(partition))
+    return cast("Rdict", store._db_for_partition(partition))
 
 
-def open_dbs(store: TableStore) -> dict[int, Rdict]:
+def open_dbs(store: RocksDBStore) -> dict[int, Rdict]:
     """Partition -> database, of the databases *store* has open now."""
     return dict(getattr(store, "_dbs", {}))
 
 
-def drop_db(store: TableStore, partition: int) -> Rdict | None:
+def drop_db(store: RocksDBStore, partition: int) -> Rdict | None:
     """Forget *partition*'s open database (returned, or ``None``; the caller
     closes it) and the key cache that may point into it."""
-    rocks = cast("Store", store)
-    db = rocks._dbs.pop(partition, None)
-    rocks._key_index.clear()
+    db = store._dbs.pop(partition, None)
+    store._key_index.clear()
     return cast("Rdict | None", db)

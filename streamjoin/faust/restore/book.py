@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from aiokafka import TopicPartition
 from faust.types import TP
@@ -25,6 +25,10 @@ from streamjoin.faust.kafka.app import changelogs
 from streamjoin.faust.restore.changelog_store import ChangelogRecord, StoreWriter, writer_for
 from streamjoin.restore.plan import PartitionProgress, ready_partitions
 from streamjoin.restore.progress import TableProgress
+
+if TYPE_CHECKING:
+    from faust.types import CollectionT, ConsumerT
+    from faust.types.tables import TableManagerT
 
 __all__ = ["ChangelogBook", "TaskGate"]
 
@@ -45,14 +49,14 @@ class ChangelogBook:
         highwater: the latest high watermark a fetch answered, per partition.
     """
 
-    def __init__(self, tables: Any) -> None:
+    def __init__(self, tables: TableManagerT) -> None:
         self.tables = tables
-        self._writers: dict[Any, StoreWriter] = {}
+        self._writers: dict[CollectionT, StoreWriter] = {}
         self.applied: dict[TP, int] = {}
         self.restore_counts: dict[TP, int] = {}
         self.highwater: dict[TP, int] = {}
 
-    def table_for(self, tp: TP) -> Any:
+    def table_for(self, tp: TP) -> CollectionT:
         """The table whose changelog *tp* is."""
         return changelogs(self.tables)[tp.topic]
 
@@ -127,7 +131,7 @@ class TaskGate:
 
     def __init__(
         self,
-        consumer: Any,
+        consumer: ConsumerT,
         streams: set[TP],
         global_partitions: set[int],
         restored_at: dict[int, float],

@@ -17,7 +17,7 @@ import contextlib
 import logging
 import shutil
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
 from streamjoin.faust.kafka.stores import db_for_partition, drop_db, is_rocksdict
 from streamjoin.restore.ownership import (
@@ -29,6 +29,13 @@ from streamjoin.restore.ownership import (
     fence,
     judge,
 )
+
+if TYPE_CHECKING:
+    from faust.stores.rocksdb import Store as RocksDBStore
+    from faust.tables.base import Collection
+    from faust.types import TP, CollectionT, EventT
+
+    from streamjoin.faust.kafka.stores import TableStore
 
 __all__ = ["ChangelogRecord", "StoreWriter", "writer_for"]
 
@@ -43,26 +50,26 @@ class ChangelogRecord(Protocol):
     offset: int
     key: bytes | None
     value: bytes | None
-    headers: Any
+    headers: Sequence[tuple[str, bytes]]
 
 
 class StoreWriter(Protocol):
     """Applies changelog records of one table to its local store."""
 
-    def apply(self, tp: Any, records: Sequence[ChangelogRecord]) -> None:
+    def apply(self, tp: TP, records: Sequence[ChangelogRecord]) -> None:
         """Apply *records* (all of partition *tp*, in offset order) atomically."""
 
-    def persisted_offset(self, tp: Any) -> int | None:
+    def persisted_offset(self, tp: TP) -> int | None:
         """Offset of the last applied changelog record of *tp*, ``None`` if none."""
 
-    def wipe(self, tp: Any) -> None:
+    def wipe(self, tp: TP) -> None:
         """Delete every key and the offset of partition *tp* from local state."""
 
-    def owner(self, tp: Any) -> Owner | None:
+    def owner(self, tp: TP) -> Owner | None:
         """The owner of the latest fence marker applied to *tp* (``None``: none)."""
 
 
-def _log_fenced(tp: Any, skipped: int, stale: int, first: int, last: int) -> None:
+def _log_fenced(tp: TP, skipped: int, stale: int, first: int, last: int) -> None:
     if skipped or stale:
         logger.warning(
             "changelog %s[%d]: skipped %d record(s) and %d stale fence marker(s) written "
@@ -79,14 +86,14 @@ def _log_fenced(tp: Any, skipped: int, stale: int, first: int, last: int) -> Non
 class RocksdictWriter:
     """Fast path for ``faust.stores.rocksdb.Store`` on the rocksdict driver."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: RocksDBStore) -> None:
         import rocksdict
 
         self._store = store
         self._batch_type = rocksdict.WriteBatch
         self._offset_key: bytes = store.offset_key
 
-    def apply(self, tp: Any, records: Sequence[ChangelogRecord]) -> None:
+    def apply(self, tp: TP, records: Sequence[ChangelogRecord]) -> None:
         """Put/delete *records* (past the fence), the owner and the new offset
         in one WriteBatch."""
         if not records:
@@ -119,16 +126,16 @@ class RocksdictWriter:
         put(self._offset_key, str(records[-1].offset).encode())
         db.write(batch)
 
-    def persisted_offset(self, tp: Any) -> int | None:
+    def persisted_offset(self, tp: TP) -> int | None:
         """The offset stored next to the partition's data."""
         offset = self._store.persisted_offset(tp)
         return None if offset is None else int(offset)
 
-    def owner(self, tp: Any) -> Owner | None:
+    def owner(self, tp: TP) -> Owner | None:
         """The owner stored next to the partition's data."""
         return Owner.decode(db_for_partition(self._store, tp.partition).get(OWNER_KEY))
 
-    def wipe(self, tp: Any) -> None:
+    def wipe(self, tp: TP) -> None:
         """Close and destroy the partition's database; it reopens empty on next use."""
         import rocksdict
 
@@ -148,7 +155,7 @@ class RocksdictWriter:
 class _Message:
     __slots__ = ("key", "offset", "partition", "topic", "tp", "value")
 
-    def __init__(self, tp: Any, record: ChangelogRecord) -> None:
+    def __init__(self, tp: TP, record: ChangelogRecord) -> None:
         self.tp = tp
         self.topic = record.topic
         self.partition = record.partition
@@ -169,12 +176,12 @@ class _Event:
 class TableWriter:
     """Generic path: hands records to ``table.apply_changelog_batch``."""
 
-    def __init__(self, table: Any) -> None:
+    def __init__(self, table: CollectionT) -> None:
         self._table = table
-        self._offsets: dict[Any, int] = {}
-        self._owners: dict[Any, Owner] = {}
+        self._offsets: dict[TP, int] = {}
+        self._owners: dict[TP, Owner] = {}
 
-    def apply(self, tp: Any, records: Sequence[ChangelogRecord]) -> None:
+    def apply(self, tp: TP, records: Sequence[ChangelogRecord]) -> None:
         """Apply through the table (the store decides how atomic it is)."""
         if not records:
             return
@@ -183,32 +190,41 @@ class TableWriter:
         if fenced.owner is not None:
             self._owners[tp] = fenced.owner
         if fenced.apply:
-            self._table.apply_changelog_batch([_Event(_Message(tp, r)) for r in fenced.apply])
+            # faust declares events; a table's apply_changelog_batch reads only the
+            # key, value and message (tp, offset) a _Event carries
+            events = [_Event(_Message(tp, r)) for r in fenced.apply]
+            self._table.apply_changelog_batch(cast("list[EventT[bytes | None]]", events))
         self._offsets[tp] = records[-1].offset
 
-    def persisted_offset(self, tp: Any) -> int | None:
+    def persisted_offset(self, tp: TP) -> int | None:
         """The store's persisted offset, else the last offset applied in this process."""
         offset = self._table.persisted_offset(tp)
         if offset is None:
             return self._offsets.get(tp)
         return int(offset)
 
-    def owner(self, tp: Any) -> Owner | None:
+    def owner(self, tp: TP) -> Owner | None:
         """The owner of the latest marker applied in this process."""
         return self._owners.get(tp)
 
-    def wipe(self, tp: Any) -> None:
+    def wipe(self, tp: TP) -> None:
         """Generic stores cannot drop a single partition: reset the whole store."""
         self._offsets.pop(tp, None)
         self._owners.pop(tp, None)
-        reset = getattr(self._table.data, "reset_state", None)
+        reset = getattr(_store(self._table), "reset_state", None)
         if reset is not None:
             reset()
 
 
-def writer_for(table: Any) -> StoreWriter:
+def _store(table: CollectionT) -> TableStore:
+    """*table*'s store: faust declares ``data`` on its ``Collection``, not on ``CollectionT``."""
+    store: TableStore = cast("Collection", table).data
+    return store
+
+
+def writer_for(table: CollectionT) -> StoreWriter:
     """Pick the fastest writer that is correct for *table*'s store."""
-    store = table.data
+    store = _store(table)
     if is_rocksdict(store):
         return RocksdictWriter(store)
     return TableWriter(table)

@@ -25,7 +25,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import OffsetOutOfRangeError
@@ -42,6 +42,9 @@ from streamjoin.restore.plan import (
     start_offset,
 )
 from streamjoin.restore.progress import ProgressReporter
+
+if TYPE_CHECKING:
+    from faust.types.settings import Settings
 
 __all__ = ["ChangelogFetcher", "RestoreSettings", "restore_consumer"]
 
@@ -90,7 +93,11 @@ class RestoreSettings:
 
 @asynccontextmanager
 async def restore_consumer(
-    conf: Any, settings: type[RestoreSettings], fetch_max_wait_ms: int, *, tailing: bool = False
+    conf: Settings,
+    settings: type[RestoreSettings],
+    fetch_max_wait_ms: int,
+    *,
+    tailing: bool = False,
 ) -> AsyncIterator[AIOKafkaConsumer]:
     """A started restore consumer for the app's brokers (no group), stopped on exit;
     ``tailing``: the one that follows standbys, with smaller per-partition fetches."""
@@ -103,7 +110,7 @@ async def restore_consumer(
 
 
 def _new_restore_consumer(
-    conf: Any, settings: type[RestoreSettings], fetch_max_wait_ms: int, tailing: bool
+    conf: Settings, settings: type[RestoreSettings], fetch_max_wait_ms: int, tailing: bool
 ) -> AIOKafkaConsumer:
     per_partition = (
         min(settings.standby_max_partition_fetch_bytes, settings.max_partition_fetch_bytes)

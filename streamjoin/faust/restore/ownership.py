@@ -24,11 +24,16 @@ import json
 import logging
 import os
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from streamjoin.faust.kafka.session import app_aiokafka_consumer, install_lease
 from streamjoin.membership.lease import SessionLease
 from streamjoin.restore.ownership import FENCE_HEADER, Owner, Ownership, fence_key, first_owner
+
+if TYPE_CHECKING:
+    from faust.types import TP, AppT, CollectionT
+    from faust.types.tables import TableManagerT
 
 __all__ = ["TaskOwnership", "is_fenced"]
 
@@ -38,7 +43,7 @@ logger = logging.getLogger("streamjoin.ownership")
 _LEASE_POLL = 0.1
 
 
-def is_fenced(table: Any) -> bool:
+def is_fenced(table: CollectionT) -> bool:
     """Does *table*'s changelog carry owner tokens (a join's state table)?"""
     return bool(getattr(table, "streamjoin_fenced", False))
 
@@ -46,11 +51,11 @@ def is_fenced(table: Any) -> bool:
 class TaskOwnership:
     """The worker's owner tokens and session lease (one per app, on its table manager)."""
 
-    def __init__(self, app: Any, tables: Any) -> None:
+    def __init__(self, app: AppT, tables: TableManagerT) -> None:
         self.app = app
         self.tables = tables
         self.lease = SessionLease(float(app.conf.broker_session_timeout))
-        self.book: Ownership[Any] = Ownership(new_token=lambda: os.urandom(8))
+        self.book: Ownership[TP] = Ownership(new_token=lambda: os.urandom(8))
 
     # -- the lease -------------------------------------------------------------------
 
@@ -105,7 +110,7 @@ class TaskOwnership:
 
         return self.book.token(TP(topic, partition))
 
-    def needs_marker(self, tp: Any, current: Owner | None) -> bool:
+    def needs_marker(self, tp: TP, current: Owner | None) -> bool:
         """Must *tp* (restored to the end: *current* is the owner its log names
         now) be fenced (again) before its task starts?
 
@@ -130,7 +135,9 @@ class TaskOwnership:
             return False
         return True
 
-    async def write_marker(self, tp: Any, current: Owner | None, stale: Any) -> int | None:
+    async def write_marker(
+        self, tp: TP, current: Owner | None, stale: Callable[[], bool]
+    ) -> int | None:
         """Write *tp*'s fence marker (restored to the end: *current* is the owner
         it names now) and wait for its acknowledgement; the restore goes on up
         to it, and the token is this worker's once the restored owner is it

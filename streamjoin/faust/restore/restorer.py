@@ -39,7 +39,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from faust.types import TP
 from mode import Service
@@ -54,15 +55,32 @@ from streamjoin.faust.restore.fetch import ChangelogFetcher, RestoreSettings, re
 from streamjoin.faust.restore.warmup_watch import WarmupWatch
 from streamjoin.restore.pace import RestPacer, standby_share
 
+if TYPE_CHECKING:
+    from aiokafka import AIOKafkaConsumer
+    from faust.tables.manager import TableManager as FaustTableManager
+    from faust.types import AppT, CollectionT
+
+    from streamjoin.faust.restore.ownership import TaskOwnership
+    from streamjoin.membership.settings import MemberSettings
+
 __all__ = ["RestoreSettings", "Restorer"]
 
 logger = logging.getLogger("streamjoin.restore")
 
 
+class _WarmupAssignor(Protocol):
+    """What the restorer reads of streamjoin's assignor beyond faust's ``PartitionAssignorT``
+    (:class:`streamjoin.faust.assignment.assignor.PartitionAssignor`, a room it may not import)."""
+
+    settings: MemberSettings
+
+
 class _Marks:
     """Fence markers through the worker's ownership, naming the owner restored so far."""
 
-    def __init__(self, ownership: Any, book: ChangelogBook, stale: Any) -> None:
+    def __init__(
+        self, ownership: TaskOwnership, book: ChangelogBook, stale: Callable[[], bool]
+    ) -> None:
         self._ownership = ownership
         self._book = book
         self._stale = stale
@@ -87,7 +105,8 @@ class Restorer(Service):
 
     settings = RestoreSettings
 
-    def __init__(self, app: Any, tables: Any, **kwargs: Any) -> None:
+    def __init__(self, app: AppT, tables: FaustTableManager, **kwargs: Any) -> None:
+        # kwargs: mode's Service options (beacon, loop), passed on as they are
         self.app = app
         self.tables = tables
         self.completed = asyncio.Event()
@@ -161,7 +180,8 @@ class Restorer(Service):
             except KeyError:
                 continue
             tasks.setdefault((group, tp.partition), []).append(lags.get((tp.topic, tp.partition)))
-        self.warmups.check(tasks, assignor.settings.recovery_lag)
+        # only streamjoin's assignor has assigned_warmups (read above)
+        self.warmups.check(tasks, cast("_WarmupAssignor", assignor).settings.recovery_lag)
 
     def standby_pacing(self) -> dict[str, float]:
         """How the standby follower kept to its share of the time, since this process
@@ -307,17 +327,18 @@ class Restorer(Service):
     def _is_global(self, tp: TP) -> bool:
         return bool(getattr(self._book.table_for(tp), "is_global", False))
 
-    def _fetcher(self, rc: Any, generation_id: int) -> ChangelogFetcher:
+    def _fetcher(self, rc: AIOKafkaConsumer, generation_id: int) -> ChangelogFetcher:
         def stale() -> bool:
             return self._stale(generation_id)
 
-        ownership = getattr(self.tables, "ownership", None)
+        # streamjoin's TableManager has it, another table manager not
+        ownership: TaskOwnership | None = getattr(self.tables, "ownership", None)
         marks = None if ownership is None else _Marks(ownership, self._book, stale)
         return ChangelogFetcher(rc, self._book, self.settings, stale, marks)
 
     async def _on_actives_restored(self, actives: set[TP], standbys: set[TP]) -> None:
         app = self.app
-        by_table: dict[Any, tuple[set[TP], set[TP]]] = {}
+        by_table: dict[CollectionT, tuple[set[TP], set[TP]]] = {}
         for table in self.tables.values():
             by_table[table] = (set(), set())
         for tp in actives:

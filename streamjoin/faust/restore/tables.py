@@ -14,13 +14,19 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from faust.tables.manager import TableManager as _FaustTableManager
 
 from streamjoin.faust.kafka.stores import open_dbs
 from streamjoin.faust.restore.ownership import TaskOwnership
 from streamjoin.faust.restore.restorer import Restorer
+
+if TYPE_CHECKING:
+    from faust.stores.rocksdb import Store as RocksDBStore
+    from faust.types import TP
+
+    from streamjoin.faust.kafka.stores import TableStore
 
 logger = logging.getLogger(__name__)
 
@@ -49,14 +55,14 @@ class TableManager(_FaustTableManager):
         return owned
 
     async def on_rebalance(
-        self, assigned: Any, revoked: Any, newly_assigned: Any, generation_id: int = 0
+        self, assigned: set[TP], revoked: set[TP], newly_assigned: set[TP], generation_id: int = 0
     ) -> None:
         """Decide which fenced partitions were kept without interruption, then
         let faust's manager tell the tables (and joins) and the restorer."""
         self.ownership.begin(generation_id)
         await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
 
-    def on_partitions_revoked(self, revoked: Any) -> None:
+    def on_partitions_revoked(self, revoked: set[TP]) -> None:
         """Stop restoring, and let every join drop what it holds but has not applied.
 
         A join drops its buffered records unacknowledged (acknowledging them
@@ -105,11 +111,13 @@ class TableManager(_FaustTableManager):
         return self.recovery.standby_pacing()
 
 
-def _store_offsets(store: Any) -> dict[int, int]:
+def _store_offsets(store: TableStore) -> dict[int, int]:
     """Offsets persisted by a rocksdb store, per partition, without taking locks."""
     if not getattr(store, "use_rocksdict", False):
         return {}
     import rocksdict
+
+    store = cast("RocksDBStore", store)  # only faust's rocksdb store has use_rocksdict
 
     offsets: dict[int, int] = {}
     for partition, db in open_dbs(store).items():
