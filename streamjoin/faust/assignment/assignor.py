@@ -21,7 +21,7 @@ import logging
 import os
 from collections.abc import Iterable, Mapping, MutableMapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiokafka.cluster import ClusterMetadata
 from aiokafka.coordinator.assignors.abstract import AbstractPartitionAssignor
@@ -44,6 +44,9 @@ from streamjoin.membership.userdata import (
     encode_member,
 )
 
+if TYPE_CHECKING:
+    from faust.types import AppT
+
 __all__ = ["PartitionAssignor"]
 
 logger = logging.getLogger(__name__)
@@ -57,7 +60,7 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
     #: version of the Kafka protocol metadata (the userdata has its own)
     protocol_version = 1
 
-    def __init__(self, app: Any, replicas: int = 0) -> None:
+    def __init__(self, app: AppT, replicas: int = 0) -> None:
         AbstractPartitionAssignor.__init__(self)
         self.app = app
         self.replicas = replicas
@@ -73,6 +76,7 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
         self._external_distribution: HostToPartitionMap = {}
         self._tps_url: dict[TP, str] = {}
         self._external_tps_url: dict[TP, str] = {}
+        # JSON-ready stats (served on the web port): values of any JSON type
         self.last_rebalance: dict[str, Any] = {}
         #: stats of the last assignment this member made as the leader
         self.last_assignment: dict[str, Any] = {}
@@ -325,7 +329,7 @@ def _delta(before: frozenset[TP], after: frozenset[TP]) -> dict[str, int]:
     return {"gained": len(after - before), "lost": len(before - after), "kept": len(after & before)}
 
 
-def member_settings(app: Any) -> MemberSettings:
+def member_settings(app: AppT) -> MemberSettings:
     """The member settings of *app*: ``app.conf.streamjoin_member``, else the environment."""
     configured = getattr(app.conf, "streamjoin_member", None)
     if isinstance(configured, MemberSettings):

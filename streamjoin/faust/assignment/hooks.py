@@ -11,9 +11,16 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from streamjoin.faust.kafka.app import add_span_tags
+
+if TYPE_CHECKING:
+    from faust.types import AppT
+    from faust.types.assignor import PartitionAssignorT
+
+#: the assignment's figures (JSON values: Any)
+Stats = Callable[[], Mapping[str, Any]]
 
 __all__ = ["observed_assignment"]
 
@@ -21,7 +28,7 @@ T = TypeVar("T")
 
 
 def observed_assignment(
-    app: Any, assignor: Any, run: Callable[[], T], stats: Callable[[], Mapping[str, Any]]
+    app: AppT, assignor: PartitionAssignorT, run: Callable[[], T], stats: Stats
 ) -> T:
     """``run()`` between faust's sensor calls, in a span when the app has a tracer.
 
@@ -41,9 +48,7 @@ def observed_assignment(
     return out
 
 
-def _sensed(
-    app: Any, assignor: Any, run: Callable[[], T], stats: Callable[[], Mapping[str, Any]]
-) -> T:
+def _sensed(app: AppT, assignor: PartitionAssignorT, run: Callable[[], T], stats: Stats) -> T:
     sensors = app.sensors
     state = sensors.on_assignment_start(assignor)
     try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aiokafka.cluster import ClusterMetadata
 from aiokafka.coordinator.protocol import (
@@ -25,13 +25,35 @@ from streamjoin.membership.group_state import JoinedMember, build_group_state
 from streamjoin.membership.shares import empty_shares, member_shares
 from streamjoin.membership.userdata import decode_member, encode_assignment
 
-__all__ = ["lead"]
+if TYPE_CHECKING:
+    from faust.types import AppT
+
+    from streamjoin.membership.settings import MemberSettings
+
+__all__ = ["Leader", "lead"]
 
 logger = logging.getLogger("streamjoin.faust.assignment.assignor")
 
 
+class Leader(Protocol):
+    """What the leader's step needs of the assignor
+    (:class:`~streamjoin.faust.assignment.assignor.PartitionAssignor`, which imports this)."""
+
+    app: AppT
+    settings: MemberSettings
+    replicas: int
+    protocol_version: int
+    #: stats of the last assignment made as the leader (JSON values: Any)
+    last_assignment: dict[str, Any]
+
+    def stop_worker(self, exc: Exception) -> None:
+        """Crash the worker: the assignment cannot be made."""
+
+
 def lead(
-    assignor: Any, cluster: ClusterMetadata, members: Mapping[str, ConsumerProtocolMemberMetadata]
+    assignor: Leader,
+    cluster: ClusterMetadata,
+    members: Mapping[str, ConsumerProtocolMemberMetadata],
 ) -> dict[str, ConsumerProtocolMemberAssignment]:
     """Every member's assignment, as the leader (``assignor`` keeps the stats)."""
     joined = []
@@ -112,7 +134,7 @@ def lead(
 
 
 def _nothing_to_assign(
-    assignor: Any,
+    assignor: Leader,
     joined: list[JoinedMember],
     topics: list[str],
     partitions: Mapping[str, int],

@@ -26,6 +26,7 @@ class MemberFile:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        #: the member as kept in its JSON file (values: any JSON type)
         self.member: dict[str, Any] | None = None
 
     def load(self, static_id: str | None, app_id: str) -> dict[str, Any]:
