@@ -26,11 +26,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from streamjoin.faust.join.tasks import JoinTask
 from streamjoin.faust.join.types import Output
 from streamjoin.faust.kafka.producer import Record, Sender, Sent
+
+if TYPE_CHECKING:
+    from rocksdict import Rdict
 
 __all__ = [
     "Batch",
@@ -110,7 +113,7 @@ def commit_and_ack(
     touched: list[JoinTask],
     offset_key: bytes,
     last: dict[int, int],
-    db_for: Callable[[int], Any],
+    db_for: Callable[[int], Rdict],
     ack: Callable[[str, int, int, int], None],
     on_written: Callable[[], None] = lambda: None,
 ) -> None:
@@ -136,7 +139,7 @@ async def make_durable(
     changelog_topic: str,
     batch: Batch,
     offset_key: bytes,
-    db_for: Callable[[int], Any],
+    db_for: Callable[[int], Rdict],
     ack: Callable[[str, int, int, int], None],
     still_owner: Callable[[], bool],
     crash: Callable[[str], None],

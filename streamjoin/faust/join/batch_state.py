@@ -9,7 +9,10 @@ between the two leaves local state behind, and restoration catches it up).
 from __future__ import annotations
 
 import bisect
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rocksdict import Rdict, RdictIter
 
 __all__ = ["BatchState"]
 
@@ -18,10 +21,12 @@ class BatchState:
     """:class:`~streamjoin.join.state.KVState` over a rocksdict ``Rdict`` (raw mode)."""
 
     def __init__(self) -> None:
-        self.db: Any = None
+        #: the task's database; ``None`` while the task is closed or parked, when the
+        #: logic does not run (the uses below are not checked: a hot path)
+        self.db: Rdict | None = None
         self._over: dict[bytes, bytes | None] = {}
-        self._it: Any = None
-        self._it_db: Any = None
+        self._it: RdictIter | None = None
+        self._it_db: Rdict | None = None
         #: the overlay's keys, sorted, per first byte (a key family): records of
         #: time-ordered families land at the end of theirs, and a family's list
         #: only holds the batch's writes to it
@@ -34,7 +39,7 @@ class BatchState:
     def get(self, key: bytes) -> bytes | None:
         if key in self._over:
             return self._over[key]
-        value: bytes | None = self.db.get(key)
+        value: bytes | None = self.db.get(key)  # type: ignore[union-attr]
         return value
 
     def put(self, key: bytes, value: bytes) -> None:
@@ -87,15 +92,15 @@ class BatchState:
                 batch.put(key, value)
         if changelog_offset is not None:
             batch.put(offset_key, str(changelog_offset).encode())
-        self.db.write(batch)
+        self.db.write(batch)  # type: ignore[union-attr]
         self.discard()
 
-    def _iterator(self) -> Any:
+    def _iterator(self) -> RdictIter:
         """One RocksDB iterator for the whole batch: the database does not
         change until :meth:`commit`, so every scan of the batch seeks the same
         one instead of creating its own."""
         if self._it is None or self._it_db is not self.db:
-            self._it = self.db.iter()
+            self._it = self.db.iter()  # type: ignore[union-attr]
             self._it_db = self.db
         return self._it
 

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from streamjoin.assignment.grouping import copartition_problems
-from streamjoin.faust.join.types import JoinConfig
+from streamjoin.faust.join.types import JoinConfig, TopicArg
 from streamjoin.join.errors import JoinConfigError
 from streamjoin.join.policy import JoinPolicy
+
+if TYPE_CHECKING:
+    from faust.types import TP, AppT, CollectionT, TableT, TopicT
 
 __all__ = [
     "RAW",
@@ -39,7 +42,12 @@ __all__ = [
 ]
 
 #: serializers of every topic a join reads or writes: the policy does the decoding
-RAW: Mapping[str, str] = {"key_serializer": "raw", "value_serializer": "raw"}
+class _Codecs(TypedDict):
+    key_serializer: str
+    value_serializer: str
+
+
+RAW: _Codecs = {"key_serializer": "raw", "value_serializer": "raw"}
 
 
 @dataclass(frozen=True)
@@ -55,21 +63,21 @@ class Declared:
     """
 
     config: JoinConfig
-    outputs: dict[str, Any]
-    dead_letters: Any
-    source: Any
-    table: Any
+    outputs: dict[str, TopicT]
+    dead_letters: TopicT
+    source: TopicT
+    table: TableT[bytes, bytes]
 
 
 def declare_join(
-    app: Any,
-    left: Any,
-    right: Any,
+    app: AppT,
+    left: TopicArg,
+    right: TopicArg,
     *,
     policy: JoinPolicy,
     name: str,
-    outputs: Mapping[str, Any] | None,
-    dead_letters: Any,
+    outputs: Mapping[str, TopicArg] | None,
+    dead_letters: TopicArg | None,
     partitions: int | None,
     max_idle_ms: int,
     batch_max: int,
@@ -114,7 +122,7 @@ def declare_join(
 # -- checks -------------------------------------------------------------------------
 
 
-def check_sides(name: str, left: Any, right: Any) -> tuple[str, str, dict[str, int]]:
+def check_sides(name: str, left: TopicArg, right: TopicArg) -> tuple[str, str, dict[str, int]]:
     """The two sides' topic names and their declared partition counts.
 
     Raises:
@@ -134,7 +142,7 @@ def check_sides(name: str, left: Any, right: Any) -> tuple[str, str, dict[str, i
     return left_topic, right_topic, counts
 
 
-def join_partitions(app: Any, partitions: int | None, counts: Mapping[str, int]) -> int:
+def join_partitions(app: AppT, partitions: int | None, counts: Mapping[str, int]) -> int:
     """The join's partition count: given, else declared by a side, else the app's default."""
     found: int = partitions or next(iter(counts.values()), None) or app.conf.topic_partitions
     return found
@@ -159,7 +167,7 @@ def check_record_limit(name: str, max_record_bytes: int) -> int:
     return max_record_bytes
 
 
-def check_table_manager(app: Any, name: str) -> None:
+def check_table_manager(app: AppT, name: str) -> None:
     """Raise :class:`JoinConfigError` unless *app* restores tables with streamjoin's manager."""
     from streamjoin.faust.restore.tables import TableManager
 
@@ -172,8 +180,8 @@ def check_table_manager(app: Any, name: str) -> None:
 
 
 def check_outputs(
-    name: str, policy: JoinPolicy, outputs: Mapping[str, Any] | None
-) -> dict[str, Any]:
+    name: str, policy: JoinPolicy, outputs: Mapping[str, TopicArg] | None
+) -> dict[str, TopicArg]:
     """The output overrides, after checking that the policy emits every one of them."""
     wanted = dict(outputs or {})
     unknown = sorted(set(wanted) - set(policy.outputs))
@@ -188,28 +196,28 @@ def check_outputs(
 
 
 def declare_outputs(
-    app: Any, name: str, policy: JoinPolicy, wanted: Mapping[str, Any]
-) -> dict[str, Any]:
+    app: AppT, name: str, policy: JoinPolicy, wanted: Mapping[str, TopicArg]
+) -> dict[str, TopicT]:
     """Output name -> faust topic, for every output of *policy* (default ``<name>-<output>``)."""
-    outputs: dict[str, Any] = {}
+    outputs: dict[str, TopicT] = {}
     for out in policy.outputs:
         target = wanted.get(out, f"{name}-{out}")
         outputs[out] = app.topic(target, **RAW) if isinstance(target, str) else target
     return outputs
 
 
-def declare_dead_letters(app: Any, name: str, dead_letters: Any) -> Any:
+def declare_dead_letters(app: AppT, name: str, dead_letters: TopicArg | None) -> TopicT:
     """The dead-letter topic (default ``<name>-dead-letters``)."""
     dlq = dead_letters if dead_letters is not None else f"{name}-dead-letters"
     return app.topic(dlq, **RAW) if isinstance(dlq, str) else dlq
 
 
-def declare_source(app: Any, left_topic: str, right_topic: str, partitions: int) -> Any:
+def declare_source(app: AppT, left_topic: str, right_topic: str, partitions: int) -> TopicT:
     """The one faust topic the join's agent reads both sides from."""
     return app.topic(left_topic, right_topic, partitions=partitions, **RAW)
 
 
-def declare_state_table(app: Any, name: str, partitions: int) -> Any:
+def declare_state_table(app: AppT, name: str, partitions: int) -> TableT[bytes, bytes]:
     """The join's state table ``<name>-state`` (bytes to bytes, changelogged,
     fenced: see :mod:`streamjoin.restore.ownership`)."""
     table = app.Table(
@@ -219,22 +227,24 @@ def declare_state_table(app: Any, name: str, partitions: int) -> Any:
         value_type=bytes,
         help=f"state of join {name}",
     )
-    table.streamjoin_fenced = True
+    # streamjoin's mark on a faust table (read by is_fenced through getattr)
+    table.streamjoin_fenced = True  # type: ignore[attr-defined]
     return table
 
 
-def declare_copartitioned(app: Any, topics: tuple[str, ...]) -> None:
+def declare_copartitioned(app: AppT, topics: tuple[str, ...]) -> None:
     """Tell the assignor that *topics* form one co-partitioned group."""
     groups = list(getattr(app, "copartitioned_topics", ()))
     groups.append(topics)
-    app.copartitioned_topics = groups
+    # streamjoin's note on a faust app (read by declared_topics through getattr)
+    app.copartitioned_topics = groups  # type: ignore[attr-defined]
 
 
 def hook_rebalance(
-    app: Any,
-    table: Any,
+    app: AppT,
+    table: CollectionT,
     *,
-    assigned: Callable[[set[Any]], Awaitable[None]],
+    assigned: Callable[[set[TP]], Awaitable[None]],
     revoked: Callable[..., Awaitable[None]],
 ) -> None:
     """Call *assigned* with each new assignment before faust's own rebalance of
@@ -245,19 +255,19 @@ def hook_rebalance(
     original = table.on_rebalance
 
     async def on_rebalance(
-        assigned_tps: set[Any],
-        revoked_tps: set[Any],
-        newly_assigned: set[Any],
+        assigned_tps: set[TP],
+        revoked_tps: set[TP],
+        newly_assigned: set[TP],
         generation_id: int = 0,
     ) -> None:
         await assigned(assigned_tps)
         await original(assigned_tps, revoked_tps, newly_assigned, generation_id)
 
-    table.on_rebalance = on_rebalance
+    table.on_rebalance = on_rebalance  # type: ignore[method-assign,assignment]
     app.on_partitions_revoked.connect(revoked)
 
 
-def _topic_name(topic: Any) -> str:
+def _topic_name(topic: TopicArg) -> str:
     if isinstance(topic, str):
         return topic
     names = list(getattr(topic, "topics", ()) or ())
@@ -266,5 +276,5 @@ def _topic_name(topic: Any) -> str:
     return str(names[0])
 
 
-def _declared(topic: Any) -> int | None:
+def _declared(topic: TopicArg) -> int | None:
     return None if isinstance(topic, str) else getattr(topic, "partitions", None)

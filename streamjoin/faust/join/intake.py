@@ -42,9 +42,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
+from streamjoin.faust.join.types import InputRecord
 from streamjoin.faust.kafka.consumer import (
     ack_range,
     active_partitions,
@@ -53,7 +54,11 @@ from streamjoin.faust.kafka.consumer import (
     readers,
     shorten_fetch_wait,
 )
-from streamjoin.faust.kafka.fetch_chain import INTAKE, Fetch, fetch_chain
+from streamjoin.faust.kafka.fetch_chain import INTAKE, Fetch, Records, fetch_chain
+
+if TYPE_CHECKING:
+    from faust.transport.consumer import Consumer
+    from faust.types import TP, AppT, ConsumerT, EventT
 
 __all__ = ["FETCH_MAX_WAIT_MS", "Intake"]
 
@@ -63,7 +68,7 @@ ROOM_POLL_S = 0.2
 FETCH_MAX_WAIT_MS = 50
 
 #: receives one partition's fetched records: (topic, partition, records)
-Receiver = Callable[[str, int, Sequence[Any]], None]
+Receiver = Callable[[str, int, Sequence[InputRecord]], None]
 
 
 class Intake:
@@ -80,7 +85,7 @@ class Intake:
 
     def __init__(
         self,
-        app: Any,
+        app: AppT,
         sides: Mapping[str, str],
         receive: Receiver,
         *,
@@ -95,15 +100,15 @@ class Intake:
         self.high_water = high_water
         self.buffered = buffered
         self.accepting = accepting
-        self.installed_on: Any = None
+        self.installed_on: ConsumerT | None = None
         #: the topics taken out of fetches (see :meth:`_exclusive`); the others
         #: are copied (other agents read them too)
         self.exclusive: frozenset[str] = frozenset()
         #: per partition of a shared topic: events faust delivered to the
         #: join's agent, (offset, event), acked once the join applied them
-        self._held: dict[Any, list[tuple[int, Any]]] = {}
+        self._held: dict[TP, list[tuple[int, EventT[Any]]]] = {}  # Any: the events' values
         #: per partition of a shared topic: the next offset the join has not applied
-        self._applied: dict[Any, int] = {}
+        self._applied: dict[TP, int] = {}
         self._room = asyncio.Event()
         self._room.set()
         #: fetched records of the join not accepted, whose partition was sought back to them
@@ -118,7 +123,7 @@ class Intake:
             return
         intake = self
 
-        async def take(fetch: Fetch, active: Any, timeout: float) -> Any:
+        async def take(fetch: Fetch, active: Collection[TP] | None, timeout: float) -> Records:
             records = await fetch(active, timeout)
             if records:
                 # the live set: the one faust delivers by (a copy may have been fetched with)
@@ -131,10 +136,13 @@ class Intake:
         self.installed_on = consumer
         shorten_fetch_wait(consumer, FETCH_MAX_WAIT_MS)
 
-    async def take(self, consumer: Any, records: Any, active: Any) -> None:
+    async def take(
+        self, consumer: ConsumerT, records: Records, active: Collection[TP] | None
+    ) -> None:
         """Hand the join its records of *records* (a fetch: TP -> records): taken
         out of it for join-only topics, copied for shared ones."""
-        if not consumer.flow_active or consumer.should_stop:
+        # flow_active: declared on faust's transport Consumer, not on ConsumerT
+        if not cast("Consumer", consumer).flow_active or consumer.should_stop:
             return  # faust does not deliver them either: it seeks back to the committed offsets
         mine = sorted(tp for tp in records if tp.topic in self.topics)
         if not mine:
@@ -192,7 +200,7 @@ class Intake:
                 kept.append((offset, event))
         self._held[tp] = kept
 
-    def hold(self, tp: Any, offset: int, event: Any) -> None:
+    def hold(self, tp: TP, offset: int, event: EventT[Any]) -> None:
         """An event of a shared topic reached the join's agent: ack it once the
         join applied its offset (at once if it did already)."""
         if offset < self._applied.get(tp, 0):

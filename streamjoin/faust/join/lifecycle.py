@@ -16,13 +16,17 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from streamjoin.faust.join.stats import JoinStats
 from streamjoin.faust.join.tasks import JoinTask
 from streamjoin.faust.join.types import JoinConfig
 from streamjoin.faust.restore.ownership import TaskOwnership
 from streamjoin.join.policy import JoinPolicy
+
+if TYPE_CHECKING:
+    from faust.types import TP
+    from rocksdict import Rdict
 
 __all__ = ["HANDOVER_SHARE", "TaskSet", "now_ms"]
 
@@ -75,7 +79,7 @@ class TaskSet:
         stats: JoinStats,
         lock: asyncio.Lock,
         *,
-        open_db: Callable[[int], Any],
+        open_db: Callable[[int], Rdict],
         offset_key: Callable[[], bytes],
         ownership: Callable[[], TaskOwnership | None],
         restored_at: Callable[[], Mapping[int, float]] | None,
@@ -267,7 +271,7 @@ class TaskSet:
         self.parked.update(self.live)
         self.live.clear()
 
-    async def on_revoked(self, *_: Any, **__: Any) -> None:
+    async def on_revoked(self, *_: object, **__: object) -> None:
         """faust's ``on_partitions_revoked`` signal: a clean handover.
 
         Waits until the batch being made durable is (its records acknowledged,
@@ -290,7 +294,7 @@ class TaskSet:
             return
         self.lock.release()
 
-    async def on_rebalance(self, assigned: set[Any]) -> None:
+    async def on_rebalance(self, assigned: set[TP]) -> None:
         """The new assignment is known: close the tasks that left, accept records again.
 
         A parked task of a partition still ours notes its database's changelog

@@ -36,8 +36,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from faust.exceptions import NotReady
 
@@ -58,6 +58,17 @@ from streamjoin.faust.kafka.stores import db_for_partition, is_rocksdict
 from streamjoin.faust.restore.ownership import TaskOwnership
 from streamjoin.join.errors import JoinConfigError
 from streamjoin.join.policy import JoinPolicy
+
+if TYPE_CHECKING:
+    from faust.streams import Stream
+    from faust.tables.base import Collection
+    from faust.types import TP, AppT, EventT, StreamT
+    from rocksdict import Rdict
+
+    from streamjoin.faust.join.types import InputRecord, TopicArg
+
+# faust declares a table's store (``data``) on its Collection; TableT's ``data`` is the
+# dict it also is: the casts to Collection below read the store
 
 __all__ = ["Join", "JoinStats"]
 
@@ -82,14 +93,14 @@ class Join:
 
     def __init__(
         self,
-        app: Any,
-        left: Any,
-        right: Any,
+        app: AppT,
+        left: TopicArg,
+        right: TopicArg,
         *,
         policy: JoinPolicy,
         name: str,
-        outputs: Mapping[str, Any] | None = None,
-        dead_letters: Any = None,
+        outputs: Mapping[str, TopicArg] | None = None,
+        dead_letters: TopicArg | None = None,
         partitions: int | None = None,
         max_idle_ms: int = 2000,
         batch_max: int = 2000,
@@ -107,7 +118,7 @@ class Join:
         self.name = name
         self.policy = policy
         self.config: JoinConfig = declared.config
-        self.outputs: dict[str, Any] = declared.outputs
+        self.outputs = declared.outputs
         self.dead_letters = declared.dead_letters
         self.source = declared.source
         self.table = declared.table
@@ -115,7 +126,8 @@ class Join:
         self._lock = asyncio.Lock()
         self.tasks = TaskSet(
             self.config, policy, self.stats, self._lock, open_db=self._db,
-            offset_key=lambda: bytes(self.table.data.offset_key), ownership=self._ownership,
+            offset_key=lambda: bytes(cast("Collection", self.table).data.offset_key),
+            ownership=self._ownership,
             restored_at=getattr(app.tables, "restored_at", None),
             session_timeout=lambda: float(app.conf.broker_session_timeout),
             rejoin=lambda: request_rebalance(app),
@@ -157,22 +169,23 @@ class Join:
         self.intake.reset()
         self.tasks.on_revoke()
 
-    async def _on_assigned(self, assigned: set[Any]) -> None:
+    async def _on_assigned(self, assigned: set[TP]) -> None:
         self.intake.install()  # before the first fetch of the join's partitions
         await self.tasks.on_rebalance(assigned)
 
     # -- introspection -------------------------------------------------------------
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, Any]:  # Any: JSON values
         """The join's configuration, tasks and counters (JSON-ready)."""
         return describe_join(self.config, self.tasks.live, self.stats, self.intake.sought_back)
 
     # -- input --------------------------------------------------------------------
 
-    async def _consume(self, stream: Any) -> Any:
+    async def _consume(self, stream: StreamT[Any]) -> None:  # Any: the events' values
         # records reach the join through its intake; faust delivers the join's
         # agent only events of topics another agent reads too (see _receive)
-        async for event in stream.noack().events():
+        # noack() is declared on faust's Stream, not on StreamT
+        async for event in cast("Stream[Any]", stream).noack().events():
             self._receive(event)
 
     async def _ticker(self) -> None:
@@ -210,8 +223,8 @@ class Join:
             len(tasks.parked),
         )
 
-    def _db(self, partition: int) -> Any:
-        store = self.table.data
+    def _db(self, partition: int) -> Rdict:
+        store = cast("Collection", self.table).data
         if not is_rocksdict(store):
             raise JoinConfigError(
                 f"join {self.name!r} keeps its state in RocksDB: give the app "
@@ -219,7 +232,7 @@ class Join:
             )
         return db_for_partition(store, partition)
 
-    def _receive(self, event: Any) -> None:
+    def _receive(self, event: EventT[Any]) -> None:
         """An event faust delivered to the join's agent: the join took its record
         from the fetch already (:mod:`~streamjoin.faust.join.intake`).
 
@@ -235,12 +248,12 @@ class Join:
             return
         self.intake.hold(message.tp, message.offset, event)
 
-    def _take(self, topic: str, partition: int, records: Any) -> None:
+    def _take(self, topic: str, partition: int, records: Sequence[InputRecord]) -> None:
         """Records of one partition from the intake (never while revoking)."""
         self._accept(topic, partition, records)
         self._wake.set()
 
-    def _accept(self, topic: str, partition: int, records: Any) -> None:
+    def _accept(self, topic: str, partition: int, records: Sequence[InputRecord]) -> None:
         side = self._sides[topic]
         self.stats.received[side] += len(records)
         if not self.tasks.owned(partition):
@@ -337,7 +350,8 @@ class Join:
         if not batch.touched:
             return
         durable = await make_durable(
-            self._sender, self.config.changelog_topic, batch, self.table.data.offset_key, self._db,
+            self._sender, self.config.changelog_topic, batch,
+            cast("Collection", self.table).data.offset_key, self._db,
             self.intake.ack, lambda: tasks.still_owner(epoch, batch.touched), self._faults.reached,
         )  # fmt: skip
         if durable:

@@ -11,11 +11,10 @@ drives them. Nothing here sends, awaits or acks.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from streamjoin.faust.join.stats import JoinStats
 from streamjoin.faust.join.tasks import JoinTask
-from streamjoin.faust.join.types import SIDES, Chunk, Output
+from streamjoin.faust.join.types import SIDES, Chunk, InputRecord, Output
 from streamjoin.join import keys
 from streamjoin.join.errors import JoinConfigError
 from streamjoin.join.policy import (
@@ -98,7 +97,7 @@ class RecordRouter:
                 task.state.put(keys.position_key(side), int(position).to_bytes(8, "big"))
         return outputs
 
-    def apply(self, task: JoinTask, side: str, records: Sequence[Any]) -> list[Output]:
+    def apply(self, task: JoinTask, side: str, records: Sequence[InputRecord]) -> list[Output]:
         """Apply *records* of *side* (offset order); replays (before the position)
         are skipped. A record has ``offset``, ``key``, ``value`` and
         ``timestamp`` (ms), as :class:`Fetched` and aiokafka's records do."""
@@ -138,7 +137,9 @@ class RecordRouter:
         stats.processed += applied
         return out
 
-    def route(self, emitted: Sequence[Emission], message: Any = None) -> list[Output]:
+    def route(
+        self, emitted: Sequence[Emission], message: InputRecord | None = None
+    ) -> list[Output]:
         """Records for what the logic emitted; a late record is dead-lettered as
         *message* (the record being applied; idleness changes emit none)."""
         out = []
@@ -156,7 +157,7 @@ class RecordRouter:
             out.append((topic, emission.key, emission.value, None))
         return out
 
-    def oversized(self, message: Any, size: int) -> Output:
+    def oversized(self, message: InputRecord, size: int) -> Output:
         """The dead letter of a record over the limit: its key, the first KiB of its
         value and its size (the source header says where the whole record is)."""
         reason = (
@@ -167,7 +168,7 @@ class RecordRouter:
         value = (message.value or b"")[:OVERSIZED_KEPT]
         return (topic, key, value, [*(headers or ()), (SIZE_HEADER, str(size).encode())])
 
-    def dead_letter(self, message: Any, reason: bytes) -> Output:
+    def dead_letter(self, message: InputRecord, reason: bytes) -> Output:
         """The dead-letter record of *message*, with the reason and the source in headers."""
         source = f"{message.topic}:{message.partition}:{message.offset}".encode()
         value = message.value if message.value is not None else b""

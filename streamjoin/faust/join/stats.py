@@ -16,6 +16,7 @@ from typing import Any
 from streamjoin._progress import ProgressLog
 from streamjoin.faust.join.tasks import JoinTask
 from streamjoin.faust.join.types import SIDES, JoinConfig
+from streamjoin.join.policy import TaskLogic
 
 __all__ = ["JoinStats", "describe_join", "log_progress"]
 
@@ -46,7 +47,7 @@ class JoinStats:
     batches_abandoned: int = 0
     lease_lapses: int = 0
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:  # Any: JSON values
         """JSON-ready copy."""
         return {
             "received": dict(self.received),
@@ -125,7 +126,7 @@ def describe_join(
     }
 
 
-def _watermarks(logic: Any) -> dict[str, int | None] | None:
+def _watermarks(logic: TaskLogic | None) -> dict[str, int | None] | None:
     """Each input's watermark, when the policy's logic keeps them (streamjoin's do)."""
     marks = getattr(getattr(logic, "logic", None), "marks", None)
     return None if marks is None else dict(marks.marks)

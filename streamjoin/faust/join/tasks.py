@@ -20,14 +20,18 @@ batches durable.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from streamjoin.faust.join.batch_state import BatchState
-from streamjoin.faust.join.types import SIDES, Chunk
+from streamjoin.faust.join.types import SIDES, Chunk, InputRecord
 from streamjoin.faust.kafka.session import last_fetch_ms
 from streamjoin.join import keys
 from streamjoin.join.policy import JoinPolicy, TaskLogic
 from streamjoin.restore.ownership import OWNER_HEADER
+
+if TYPE_CHECKING:
+    from faust.types import ConsumerT
+    from rocksdict import Rdict
 
 __all__ = ["JoinTask", "highwater"]
 
@@ -79,7 +83,7 @@ class JoinTask:
         self.token = token
         self.owner_headers = None if token is None else [(OWNER_HEADER, token)]
 
-    def open(self, db: Any, now_ms: int) -> None:
+    def open(self, db: Rdict, now_ms: int) -> None:
         """Load the task from its (restored) database and rebuild its indexes.
 
         Idleness is not stored: an input counts as silent from *now_ms* on.
@@ -112,7 +116,7 @@ class JoinTask:
         self.rewinds.clear()  # the rebalance seeks the consumer anew
         return dropped
 
-    def mark_parked(self, db: Any, offset_key: bytes) -> None:
+    def mark_parked(self, db: Rdict, offset_key: bytes) -> None:
         """Remember the changelog offset in *db*, once, when no batch is in flight.
 
         Called at the first rebalance after the task was live (later rebalances
@@ -122,7 +126,7 @@ class JoinTask:
         if self.parked_at is None:
             self.parked_at = (db.get(offset_key),)
 
-    def can_resume(self, db: Any, offset_key: bytes) -> bool:
+    def can_resume(self, db: Rdict, offset_key: bytes) -> bool:
         """May the parked task go on with *db* (the partition's database now)?
 
         Only when it is the very handle the task used and its changelog offset
@@ -201,7 +205,7 @@ class JoinTask:
             return False
         return True
 
-    def receive(self, side: str, records: Sequence[Any], now_ms: int) -> None:
+    def receive(self, side: str, records: Sequence[InputRecord], now_ms: int) -> None:
         """Hold received records (offset order) until the next batch applies them.
 
         When this input was quiet (idle, or nothing received since the task
@@ -245,7 +249,7 @@ class JoinTask:
         return taken
 
     def unread(
-        self, consumer: Any, topics: Mapping[str, str], fresh_after: Mapping[str, float]
+        self, consumer: ConsumerT, topics: Mapping[str, str], fresh_after: Mapping[str, float]
     ) -> dict[str, bool]:
         """Per side: may the consumer still have records of this task to deliver?
 
@@ -267,7 +271,7 @@ class JoinTask:
             unread[side] = behind
         return unread
 
-    def going_idle(self, now_ms: int, consumer: Any, topics: Mapping[str, str]) -> list[str]:
+    def going_idle(self, now_ms: int, consumer: ConsumerT, topics: Mapping[str, str]) -> list[str]:
         """The inputs that became idle: caught up with their partition (position
         at the fetch high watermark, from a fetch answered at least
         ``max_idle_ms`` after the input's last record and within the last
@@ -316,7 +320,7 @@ class JoinTask:
         return woken
 
 
-def highwater(consumer: Any, topic: str, partition: int) -> int | None:
+def highwater(consumer: ConsumerT, topic: str, partition: int) -> int | None:
     """The consumer's high watermark of ``topic[partition]``, ``None`` when unknown."""
     from faust.types import TP
 

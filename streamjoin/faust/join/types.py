@@ -10,18 +10,53 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeAlias
 
 from streamjoin.join.policy import LEFT, RIGHT, SIDES
 from streamjoin.join.window import JoinWindow
 
-__all__ = ["LEFT", "RIGHT", "SIDES", "Chunk", "Fetched", "JoinConfig", "Output"]
+if TYPE_CHECKING:
+    from faust.types import TopicT
+
+__all__ = [
+    "LEFT",
+    "RIGHT",
+    "SIDES",
+    "Chunk",
+    "Fetched",
+    "InputRecord",
+    "JoinConfig",
+    "Output",
+    "TopicArg",
+]
+
+#: a topic as ``app.join(...)`` takes it: its name, or a faust topic
+TopicArg: TypeAlias = "str | TopicT"
+
+
+class InputRecord(Protocol):
+    """What the join reads of an input record: aiokafka's ``ConsumerRecord`` (taken
+    from a fetch) and :class:`Fetched` have it; ``timestamp`` is in milliseconds."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def key(self) -> bytes | None: ...
+    @property
+    def value(self) -> bytes | None: ...
+    @property
+    def timestamp(self) -> int | None: ...
+
 
 #: a record to produce: (topic, key, value, headers)
 Output = tuple[str, bytes | None, bytes, list[tuple[str, bytes]] | None]
 
 #: records of one side received together (offset order)
-Chunk = tuple[str, Sequence[Any]]
+Chunk = tuple[str, Sequence[InputRecord]]
 
 
 class Fetched(NamedTuple):
