@@ -23,9 +23,14 @@ them can still be overridden by passing the faust setting explicitly:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import faust
+
+if TYPE_CHECKING:
+    from streamjoin.faust.join.operator import Join
+    from streamjoin.faust.join.types import TopicArg
+    from streamjoin.join.policy import JoinPolicy
 
 __all__ = ["ASSIGNOR", "DEFAULTS", "GROUP_TIMEOUTS", "App"]
 
@@ -40,7 +45,7 @@ GROUP_TIMEOUTS: Mapping[str, float] = {
 }
 
 #: Settings an App gets when the caller does not pass them.
-DEFAULTS: Mapping[str, Any] = {
+DEFAULTS: Mapping[str, Any] = {  # Any: faust settings' values, of many types
     "store": "rocksdb://",
     "TableManager": "streamjoin:TableManager",
     "PartitionAssignor": ASSIGNOR,
@@ -56,31 +61,31 @@ class App(faust.App):
     ``GET /streamjoin/assignment/`` returns the worker's current assignment.
     """
 
-    def __init__(self, id: str, **options: Any) -> None:
+    def __init__(self, id: str, **options: Any) -> None:  # Any: faust.App's options
         for name, value in DEFAULTS.items():
             options.setdefault(name, value)
         super().__init__(id, **options)
         from streamjoin.faust.web import add_assignment_page, add_joins_page
 
         #: joins declared with :meth:`join`, by name
-        self.joins: dict[str, Any] = {}
+        self.joins: dict[str, Join] = {}
         add_assignment_page(self)
         add_joins_page(self)
 
     def join(
         self,
-        left: Any,
-        right: Any,
+        left: TopicArg,
+        right: TopicArg,
         *,
-        policy: Any,
+        policy: JoinPolicy,
         name: str = "join",
-        outputs: Mapping[str, Any] | None = None,
-        dead_letters: Any = None,
+        outputs: Mapping[str, TopicArg] | None = None,
+        dead_letters: TopicArg | None = None,
         max_idle_ms: int = 2000,
         batch_max: int = 2000,
         batch_interval: float = 0.05,
         max_record_bytes: int = 512 * 1024,
-    ) -> Any:
+    ) -> Join:
         """Join topics *left* and *right* (same partition count, same key) with *policy*.
 
         Arguments:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import faust
+
+if TYPE_CHECKING:
+    from faust.types import AppT
 
 __all__ = ["APP_TYPES", "run_app"]
 
@@ -13,7 +16,7 @@ APP_TYPES: tuple[type, ...] = (faust.App,)
 
 
 def run_app(
-    app: Any,
+    app: AppT,
     *,
     loglevel: str,
     logfile: str | None,
@@ -23,6 +26,7 @@ def run_app(
     """Run *app* in a faust ``Worker`` until it stops; return the exit status."""
     from faust.worker import Worker
 
+    # Any: Worker options of several types
     kwargs: dict[str, Any] = {"loglevel": loglevel, "logfile": logfile, "debug": debug}
     if blocking_timeout is not None:
         kwargs["blocking_timeout"] = blocking_timeout

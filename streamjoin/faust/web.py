@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from faust.types import AppT
+    from faust.web import Request, Response, View
 
 __all__ = ["ASSIGNMENT_PATH", "JOINS_PATH", "add_assignment_page", "add_joins_page"]
 
@@ -12,7 +16,7 @@ ASSIGNMENT_PATH = "/streamjoin/assignment/"
 JOINS_PATH = "/streamjoin/joins/"
 
 
-def add_assignment_page(app: Any) -> None:
+def add_assignment_page(app: AppT) -> None:
     """Serve ``app.assignor.describe()`` at :data:`ASSIGNMENT_PATH`, with the last
     changelog offset applied to each standby and global table partition
     (``standby_offsets``, ``global_offsets``), the records each standby, warm-up
@@ -27,7 +31,7 @@ def add_assignment_page(app: Any) -> None:
     The page answers only when the web server runs (``--with-web``).
     """
 
-    async def assignment(web: Any, request: Any) -> Any:
+    async def assignment(web: View, request: Request) -> Response:
         describe = getattr(app.assignor, "describe", None)
         if describe is None:
             return web.json(
@@ -59,10 +63,10 @@ def add_assignment_page(app: Any) -> None:
     app.page(ASSIGNMENT_PATH, name="streamjoin-assignment")(assignment)
 
 
-def add_joins_page(app: Any) -> None:
+def add_joins_page(app: AppT) -> None:
     """Serve ``{name: join.describe()}`` of ``app.joins`` at :data:`JOINS_PATH`."""
 
-    async def joins(web: Any, request: Any) -> Any:
+    async def joins(web: View, request: Request) -> Response:
         found = getattr(app, "joins", {}) or {}
         return web.json({name: found[name].describe() for name in sorted(found)})
 
