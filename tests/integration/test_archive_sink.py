@@ -296,8 +296,12 @@ def test_kill_9_mid_stream_and_restart_still_archives_each_record_once(
     for chunk in chunks[:3]:
         archive_run.produce(chunk)
         time.sleep(0.3)
+    # both datasets flushed once: the restart below then resumes after archived offsets
     wait_until(
-        lambda: archive_run.archived("clicks"), 30, "a first flush of the archive", interval=0.2
+        lambda: archive_run.archived("clicks") and archive_run.archived("impressions"),
+        30,
+        "a first flush of both datasets",
+        interval=0.2,
     )
     # produce more; kill the worker just after its next flush: the records of that
     # flush are archived but (likely) not yet committed, newer ones only buffered

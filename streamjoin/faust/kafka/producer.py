@@ -24,8 +24,9 @@ if TYPE_CHECKING:
     from aiokafka.producer.message_accumulator import BatchBuilder
     from faust.transport.drivers.aiokafka import Producer
     from faust.types import AppT, RecordMetadata
+    from faust.types.settings import Settings
 
-__all__ = ["Record", "Sender", "Sent"]
+__all__ = ["Record", "Sender", "Sent", "exactly_once"]
 
 #: a record to send: (topic, partition or None: by key, key, value, headers)
 Record = tuple[str, int | None, bytes | None, bytes | None, Sequence[tuple[str, bytes]] | None]
@@ -42,7 +43,7 @@ class Sender:
 
     def _bulk(self) -> AIOKafkaProducer | None:
         """aiokafka's producer when its batch API may be used, else ``None``."""
-        if "exactly" in str(getattr(self.app.conf, "processing_guarantee", "")):
+        if exactly_once(self.app.conf):
             return None  # faust sends in its transactions
         try:
             # declared on faust's aiokafka Producer, not on ProducerT
@@ -101,3 +102,15 @@ def _append(
 ) -> bool:
     """Add a record to an aiokafka record batch; ``False`` when the batch is full."""
     return builder.append(timestamp=None, key=key, value=value, headers=headers or []) is not None
+
+
+def exactly_once(conf: Settings) -> bool:
+    """Does the app produce in transactions (``processing_guarantee="exactly_once"``)?
+
+    faust's settings hold the guarantee as a :class:`ProcessingGuarantee`
+    member (whose ``str()`` is its name, not its value); a plain string is
+    read the same way."""
+    from faust.types.enums import ProcessingGuarantee
+
+    guarantee = getattr(conf, "processing_guarantee", ProcessingGuarantee.AT_LEAST_ONCE)
+    return ProcessingGuarantee(guarantee) is ProcessingGuarantee.EXACTLY_ONCE

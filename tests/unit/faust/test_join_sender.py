@@ -6,8 +6,11 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any
 
+import faust
+import pytest
+
 from streamjoin.faust.join.batch import acknowledged
-from streamjoin.faust.kafka.producer import Sender
+from streamjoin.faust.kafka.producer import Sender, exactly_once
 
 
 class _Builder:
@@ -91,10 +94,11 @@ def test_exactly_once_apps_send_through_faust_one_record_at_a_time() -> None:
         fut.set_result(SimpleNamespace(offset=len(sent) - 1))
         return fut
 
-    app = SimpleNamespace(
-        conf=SimpleNamespace(processing_guarantee="exactly_once"),
-        producer=SimpleNamespace(send=send),
-    )
+    # faust's own settings: the guarantee is an enum member there, not the string given
+    conf = faust.App("eos", broker="kafka://127.0.0.1:9", processing_guarantee="exactly_once").conf
+    # a bulk-capable aiokafka producer is there: it must not be used
+    producer = SimpleNamespace(send=send, _ensure_producer=_Producer)
+    app = SimpleNamespace(conf=conf, producer=producer)
 
     async def run() -> dict[int, int]:
         records = [("log", 0, b"k", b"v", None), ("log", 0, b"k", b"w", None)]
@@ -102,3 +106,18 @@ def test_exactly_once_apps_send_through_faust_one_record_at_a_time() -> None:
 
     assert asyncio.run(run()) == {0: 1}
     assert [a[0] for a in sent] == ["log", "log"]
+
+
+@pytest.mark.parametrize(
+    ("guarantee", "transactional"),
+    [("exactly_once", True), ("at_least_once", False), (None, False)],
+)
+def test_the_guarantee_is_read_from_faust_s_settings(
+    guarantee: str | None, transactional: bool
+) -> None:
+    options = {} if guarantee is None else {"processing_guarantee": guarantee}
+    conf = faust.App("g", broker="kafka://127.0.0.1:9", **options).conf
+    assert exactly_once(conf) is transactional
+    assert exactly_once(SimpleNamespace(processing_guarantee=guarantee or "at_least_once")) is (
+        transactional
+    )
