@@ -175,19 +175,26 @@ class PacedAds:
             return wait_until(settled, timeout, "an outcome for every decided click", 2.0)  # type: ignore[no-any-return]
         except TimeoutError:
             missing = sorted(set(reference) - set(self.outcomes()))
+            _, malformed = self.reference()
+            letters = {s: r for s, r in self.dead_letters().items() if s not in malformed}
             raise AssertionError(
-                f"{len(missing)} decided clicks have no outcome, e.g. {missing[:5]}"
+                f"{len(missing)} decided clicks have no outcome, e.g. {missing[:5]}; "
+                f"{len(letters)} valid records dead-lettered, e.g. {list(letters.values())[:2]}"
             ) from None
+
+    def dead_letters(self) -> dict[tuple[str, int, int], str]:
+        """``(topic, partition, offset)`` of every dead-lettered record -> its reason."""
+        topic = self.prefix + "ads-dead-letters"
+        letters = {}
+        for _, letter in run(read_topics(self.broker.bootstrap, [topic])):
+            headers = dict(letter.headers)
+            name, part, offset = headers["streamjoin-source"].decode().rsplit(":", 2)
+            letters[(name, int(part), int(offset))] = headers["streamjoin-reason"].decode()
+        return letters
 
     def dead_letter_sources(self) -> set[tuple[str, int, int]]:
         """``(topic, partition, offset)`` of every dead-lettered record."""
-        topic = self.prefix + "ads-dead-letters"
-        sources = set()
-        for _, letter in run(read_topics(self.broker.bootstrap, [topic])):
-            source = dict(letter.headers)["streamjoin-source"].decode()
-            name, part, offset = source.rsplit(":", 2)
-            sources.add((name, int(part), int(offset)))
-        return sources
+        return set(self.dead_letters())
 
 
 def assert_local_states_are_their_changelog(

@@ -208,14 +208,19 @@ class JoinTask:
     def receive(self, side: str, records: Sequence[InputRecord], now_ms: int) -> None:
         """Hold received records (offset order) until the next batch applies them.
 
-        When this input was quiet (idle, or nothing received since the task
-        opened or resumed), traffic is starting again, and the other inputs'
-        records may be a moment behind on the broker (two topics are written
-        one after the other): every other input's silence counts again from
-        now, an idle one active again, so no decision is made on this input
-        alone before the others had ``max_idle_ms`` to show up.
+        When this input was quiet (idle, nothing received since the task
+        opened or resumed, or silent for ``max_idle_ms`` without having been
+        found idle: no fetch or no batch could tell while the network was
+        stalled or the session lease had run out), traffic is starting again,
+        and the other inputs' records may be a moment behind on the broker
+        (two topics are written one after the other, and a producer held up
+        by a stalled network sends them when it heals): every other input's
+        silence counts again from now, an idle one active again, so no
+        decision is made on this input alone before the others had
+        ``max_idle_ms`` to show up.
         """
-        if side in self.idle or not self.heard:
+        silent = now_ms - self.last_record_ms[side] >= self.max_idle_ms
+        if side in self.idle or not self.heard or silent:
             self.heard = True
             self.wake(dict.fromkeys(SIDES, True), now_ms)
             for other in SIDES:

@@ -345,9 +345,105 @@ def test_traffic_starting_on_one_input_gives_the_other_max_idle_ms_to_show_up(
     # caught up per the broker, but silent only since the clicks came
     assert task.going_idle(1_050, consumer, topics) == []
     assert task.going_idle(1_110, consumer, topics) == [LEFT, RIGHT]
-    # a steady stream on one input does not keep the other from going idle
-    task.idle.update((LEFT, RIGHT))
-    task.idle.discard(RIGHT)
+    # clicks again after max_idle_ms of silence: traffic starting again, too
+    consumer.ends["clicks"] = 9
     task.receive(RIGHT, _records("clicks", 0, range(3, 5)), 1_120)
+    task.receive(RIGHT, _records("clicks", 0, range(5, 7)), 1_170)
+    task.take_inbox()
+    assert task.going_idle(1_170, consumer, topics) == []
+    # a steady stream on one input does not keep the other from going idle
+    assert task.going_idle(1_220, consumer, topics) == [LEFT]
+    task.idle.add(LEFT)
+    task.receive(RIGHT, _records("clicks", 0, range(7, 9)), 1_230)
     assert task.idle == {LEFT}
+    db.close()
+
+
+def _ad_records(topic: str, offsets: range, docs: list[dict[str, Any]]) -> list[Fetched]:
+    """Records of the ad example (key: the auction) at *offsets*."""
+    import json
+
+    return [
+        Fetched(topic, 0, o, doc["auction_id"].encode(), json.dumps(doc).encode(), doc["ts_ms"])
+        for o, doc in zip(offsets, docs, strict=True)
+    ]
+
+
+def test_traffic_resuming_after_a_stall_gives_the_other_input_max_idle_ms_to_show_up(
+    tmp_path: Path,
+) -> None:
+    """The network stalls for longer than max_idle_ms (no fetch answered, the
+    producer's records held up too), then heals: the first fetch brings the
+    impressions produced during the stall, while the clicks produced with them
+    reach the broker a moment later. Neither input was found idle during the
+    stall (no fetch could tell); the impressions resuming after a silence of
+    max_idle_ms is traffic starting again, so the clicks, caught up per that
+    first fetch, are not idle before they had max_idle_ms to show up, and none
+    of them is late once they come (the connection-faults run lost clicks so)."""
+    import time
+
+    from rocksdict import Rdict
+
+    from streamjoin.faust.join.router import RecordRouter
+    from streamjoin.faust.join.stats import JoinStats
+
+    base = 1_767_225_600_000  # event time (ms)
+    policy = AdAttribution()  # grace 10 s
+    outputs = {name: f"out-{name}" for name in policy.outputs}
+    router = RecordRouter("billing", policy, JoinStats(), outputs, "dead")
+    task = JoinTask(0, policy, max_idle_ms=2_000)
+    db = Rdict(str(tmp_path / "task-0"))
+    t = int(time.monotonic() * 1000) - 60_000  # the run's start on the monotonic clock
+    task.open(db, t)
+    topics = {LEFT: "imps", RIGHT: "clicks"}
+    consumer = _HighWater({"imps": 0, "clicks": 0})
+
+    def fetched_at(mono_ms: int) -> None:
+        """A fetch answered for both inputs at *mono_ms* (aiokafka stamps wall time)."""
+        wall = time.time() * 1000 - (time.monotonic() * 1000 - mono_ms)
+        consumer.fetched = {"imps": wall, "clicks": wall}
+
+    def impression(i: int) -> dict[str, Any]:
+        ts = base + i * 2_000
+        return {"auction_id": f"a{i}", "impression_id": f"i{i}", "campaign": "c", "cost": 0.5,
+                "ts_ms": ts}  # fmt: skip
+
+    def click(i: int) -> dict[str, Any]:
+        return {"auction_id": f"a{i}", "click_id": f"k{i}", "ts_ms": base + i * 2_000 + 500}
+
+    def batch(now: int) -> list[Any]:
+        received = task.take_inbox()
+        return router.stage(task, received, task.going_idle(now, consumer, topics))
+
+    # steady traffic: an impression every 100 ms of wall time (2 s of event
+    # time: the generator runs 20x), a click on every other auction
+    for i in range(10):
+        t += 100
+        consumer.ends["imps"] = i + 1
+        task.receive(LEFT, _ad_records("imps", range(i, i + 1), [impression(i)]), t)
+        if i % 2 == 0:
+            n = consumer.ends["clicks"]
+            consumer.ends["clicks"] = n + 1
+            task.receive(RIGHT, _ad_records("clicks", range(n, n + 1), [click(i)]), t)
+        fetched_at(t)
+        batch(t)
+    assert task.idle == set()
+    # the stall: 5 s without a fetch answered or a record produced; then the
+    # first fetch brings the impressions produced meanwhile (100 s of event
+    # time) and says the clicks are caught up: theirs are not on the broker yet
+    t += 5_000
+    consumer.ends["imps"] = 60
+    fetched_at(t)
+    stalled = [impression(i) for i in range(10, 60)]
+    task.receive(LEFT, _ad_records("imps", range(10, 60), stalled), t)
+    out = batch(t + 10)
+    # the clicks of the stall reach the broker a moment later
+    consumer.ends["clicks"] = 30
+    fetched_at(t + 60)
+    held = [click(i) for i in range(10, 60, 2)]
+    task.receive(RIGHT, _ad_records("clicks", range(5, 30), held), t + 60)
+    out += batch(t + 70)
+    late = [headers for topic, _, _, headers in out if topic == "dead"]
+    assert late == [], f"{len(late)} of the stall's 25 clicks dead-lettered, e.g. {late[0]}"
+    assert router.stats.late == 0
     db.close()
