@@ -123,7 +123,7 @@ def place(state: GroupState) -> Placement:
     ]
     active_quotas = balanced_quotas(demands, capacities)
     targets = place_actives(groups, active_quotas.quotas, history, lag, previous_counts)
-    settled = settle(groups, targets, actual, members, lag, state.max_warmup_replicas)
+    settled = settle(groups, targets, actual, lag, state.max_warmup_replicas)
     owners = settled.owners
     standbys, standby_relaxed = place_standbys(
         groups, owners, settled.warmups, actual, members, state.standby_replicas, capacities

@@ -13,8 +13,14 @@ on a tie), and the target gets a warm-up when that is another member.
 off (every task goes to its target at once, warm or cold); beyond the cap a
 task stays on a caught-up member without a warm-up, to get one in a later
 round. Warm-ups are handed out task by task in (group, partition) order.
-A warm-up never shares a host with the task's active: when every caught-up
-member shares the target's host, the task stays where it is warm without one.
+
+A warm-up may share the active's host (issue 29: several workers per host). It
+is a temporary copy on the member the task is headed to, not a failure-isolation
+replica: it does not count toward ``standby_replicas``, and standbys stay off
+the active's host. Were it kept off that host, a task whose balanced target is
+its active's host-mate (the only caught-up member) could be neither warmed up
+there nor moved, and would be held back for ever. Kafka Streams places its
+warm-ups on the destination client wherever that runs, too.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from streamjoin.assignment.fencing import History
-from streamjoin.assignment.model import MemberState, TaskGroup
+from streamjoin.assignment.model import TaskGroup
 
 __all__ = ["Settled", "settle"]
 
@@ -40,7 +46,7 @@ class Settled:
     #: stateful tasks made active on a member that was not / was caught up
     cold: int
     warm: int
-    #: tasks that stayed off their target without a warm-up (cap or hosts)
+    #: tasks that stayed off their target without a warm-up (the cap)
     held_back: int
 
 
@@ -48,12 +54,10 @@ def settle(
     groups: Sequence[TaskGroup],
     targets: Sequence[Sequence[int]],
     history: History,
-    members: Sequence[MemberState],
     acceptable_lag: int,
     cap: int | None,
 ) -> Settled:
     """Place every task's active on a caught-up member when one exists."""
-    hosts = [m.host for m in members]
     budget = cap
     owners: list[list[int]] = []
     warmups: list[list[int]] = []
@@ -83,9 +87,9 @@ def settle(
                 task = (group.index, p)
                 # (only eligible members report offsets: fencing leaves out the others)
                 lags = lags_of(task)
-                chosen, wants_warmup = _holder(lags, t, previous[p], acceptable_lag, hosts)
+                chosen = _holder(lags, t, previous[p], acceptable_lag)
                 if chosen != t and cap != 0:
-                    if wants_warmup and (budget is None or budget > 0):
+                    if budget is None or budget > 0:
                         warmup[p] = t
                         if budget is not None:
                             budget -= 1
@@ -103,25 +107,13 @@ def settle(
     return Settled(owners, warmups, cold, warm, held_back)
 
 
-def _holder(
-    lags: dict[int, int], target: int, previous: int, acceptable_lag: int, hosts: Sequence[str]
-) -> tuple[int, bool]:
-    """Who runs the task, and whether ``target`` may get a warm-up of it."""
+def _holder(lags: dict[int, int], target: int, previous: int, acceptable_lag: int) -> int:
+    """Who runs the task while ``target`` (when it is another member) warms it up."""
     if not lags or lags.get(target, acceptable_lag + 1) <= acceptable_lag:
-        return target, False
-    caught = sorted((lag, m) for m, lag in lags.items() if lag <= acceptable_lag)
-    if caught:
-        # the previous owner first, then the most caught up; a member on the
-        # target's host cannot leave a warm-up there
-        order = [m for _, m in caught]
-        if previous in order:
-            order.remove(previous)
-            order.insert(0, previous)
-        for m in order:
-            if hosts[m] != hosts[target]:
-                return m, True
-        return order[0], False
+        return target
+    if lags.get(previous, acceptable_lag + 1) <= acceptable_lag:
+        return previous  # the previous owner first, then the most caught up
     best = min((lag, m) for m, lag in lags.items())
-    if lags.get(target) == best[0]:
-        return target, False
-    return best[1], hosts[best[1]] != hosts[target]
+    if best[0] > acceptable_lag and lags.get(target) == best[0]:
+        return target  # nobody caught up, and the target has the fewest records to restore
+    return best[1]

@@ -272,11 +272,8 @@ def check_all(doc: Doc, out: Doc) -> list[list[str]]:
         if stats["warmups"] == 0:
             assert owners == targets
     else:
-        hosts = {m.get("host", m["id"]) for m in doc["members"]}
-        cap = doc.get("max_warmup_replicas")
-        assert cap is not None or len(hosts) < len(members), (
-            "a task held back without a cap or shared hosts"
-        )
+        # only the cap holds a task back (a warm-up may share the active's host)
+        assert doc.get("max_warmup_replicas") is not None, "a task held back without a cap"
     cap = doc.get("max_warmup_replicas")
     assert stats["warmups"] == sum(1 for row in warmups for w in row if w is not None)
     if cap is not None:
@@ -303,8 +300,6 @@ def check_warm_first(
     warmups: list[list[str | None]],
 ) -> None:
     """H1/H2: active on a caught-up member whenever one exists; warm-ups where they belong."""
-    members = {m["id"]: m for m in doc["members"]}
-    host = {mid: m.get("host", mid) for mid, m in members.items()}
     acceptable = doc.get("acceptable_recovery_lag", 10_000)
     cap = doc.get("max_warmup_replicas")
     for gi, g in enumerate(groups):
@@ -318,7 +313,8 @@ def check_warm_first(
             if caught and cap != 0:
                 assert owner in caught, f"task {gi}/{p} cold on {owner}; caught up: {caught}"
             if warmup is not None:
-                assert warmup != owner and host[warmup] != host[owner]
+                # a temporary copy where the task is headed: it may share the active's host
+                assert warmup != owner
                 assert warmup not in caught, "a warm-up on a member that is caught up"
 
 
