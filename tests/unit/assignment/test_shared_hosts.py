@@ -10,6 +10,7 @@ shared hosts: property tests, churn, and an exhaustive check of small groups.
 from __future__ import annotations
 
 import itertools
+import random
 from typing import Any
 
 import pytest
@@ -238,3 +239,69 @@ def test_every_small_shared_host_group_gets_the_full_contract(workers: int, task
                 _check_small_group(doc, tasks)
                 checked += 1
     assert checked > 0
+
+
+# -- churn: the issue's shapes ---------------------------------------------------------
+
+CHURN_TOPICS = {
+    "imp": 12,
+    "clk": 12,
+    "imp-changelog": 12,
+    "agg": 5,
+    "agg-changelog": 5,
+    "cnt": 3,
+    "cnt-changelog": 3,
+    "route": 7,
+}
+
+
+def _worker(serial: int, host: int) -> dict[str, Any]:
+    # racks are a property of hosts: two racks, hosts alternating
+    topics = sorted(CHURN_TOPICS)
+    return {"id": f"w{serial:03d}", "topics": topics, "host": f"h{host}", "rack": f"r{host % 2}"}
+
+
+def _churn_round(doc: Doc, out: Doc, rnd: random.Random, serial: int, hosts: int) -> Doc:
+    """One event on what the members report after ``out``: a worker joins (on a host
+    in use or a new one), leaves, crashes and comes back with its state and an old
+    generation, restarts with a stale claim, or changes capacity."""
+    nxt = feed_back(doc, out)
+    members = nxt["members"]
+    event = rnd.choice(["join", "leave", "crash-restart", "stale", "capacity"])
+    if event == "join" or len(members) < 3:
+        members.append(_worker(serial, rnd.randrange(hosts + 1)))
+    elif event == "leave":
+        members.pop(rnd.randrange(len(members)))
+    elif event == "crash-restart":
+        back = members.pop(rnd.randrange(len(members)))
+        members.append(dict(back, generation=max(0, out["generation"] - 2)))
+    elif event == "stale":
+        rnd.choice(members)["generation"] = max(0, out["generation"] - 3)
+    else:
+        rnd.choice(members)["capacity"] = rnd.randint(1, 2)
+    return nxt
+
+
+@pytest.mark.parametrize(("workers", "hosts", "replicas"), [(6, 3, 1), (10, 5, 2), (7, 3, 1)])
+def test_churn_with_several_workers_per_host_keeps_the_contract(
+    workers: int, hosts: int, replicas: int
+) -> None:
+    """The issue's churn: 6 workers on 3 hosts (1 standby), 10 on 5 (2 standbys),
+    7 on 3 (uneven); every round the whole contract, nothing held back."""
+    rnd = random.Random(workers * 100 + hosts)
+    doc: Doc = {
+        "topics": CHURN_TOPICS,
+        "copartition": [["imp", "clk"]],
+        "changelogs": ["imp-changelog", "agg-changelog", "cnt-changelog"],
+        "standby_replicas": replicas,
+        "acceptable_recovery_lag": 50,
+        "members": [_worker(i, i % hosts) for i in range(workers)],
+    }
+    out = assign_document(doc)
+    warmed = 0
+    for serial in range(200):
+        doc = _churn_round(doc, out, rnd, 100 + serial, hosts)
+        out = assign_document(doc)
+        check_all(doc, out)  # held back only under a cap: never here
+        warmed += out["stats"]["warmups"]
+    assert warmed > 0
