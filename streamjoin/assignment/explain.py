@@ -66,7 +66,7 @@ def explain(result: Assignment) -> str:
     if s["held_back"]:
         lines.append(
             "  note: held back tasks stay on a caught-up member without a warm-up "
-            "(max_warmup_replicas reached, or no caught-up member off the target's host)"
+            "(max_warmup_replicas reached)"
         )
     if s.get("relaxed_balance"):
         lines.append("  note: host/rack constraints forced a standby count off its balanced share")
