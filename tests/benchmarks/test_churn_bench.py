@@ -19,3 +19,12 @@ def test_a_short_churn_run_is_judged_for_both_variants() -> None:
     assert warm["stateful"] == cold["stateful"] == 40 * 32
     assert warm["avoidable"] == 0 and warm["rack_unsafe"] == 0
     assert cold["avoidable"] > 0  # the same churn moves tasks cold without warm-ups
+
+
+def test_a_short_churn_run_with_two_workers_per_host_holds_nothing_back() -> None:
+    """Several workers per host (issue 29): warm-ups may share the active's host, so
+    no task is held back, no round stays unbalanced and no standby is missing."""
+    shared = run(rounds=40, seed=7, cap=None, per_host=2)
+    assert shared["avoidable"] == 0 and shared["rack_unsafe"] == 0
+    assert shared["held_back"] == 0 and shared["unbalanced"] == 0
+    assert shared["short_of_standbys"] == 0
