@@ -397,3 +397,78 @@ def test_assignment_served_on_the_web_port_and_rebalance_logged(group: Group) ->
     assert served["followup_rebalance_requests"] == 0
     lines = group.workers["a"].wait_for_log(r"streamjoin: rebalance generation \d+: actives \+", 10)
     assert "(changelog partitions:" in lines[-1]
+
+
+def test_several_workers_per_host_scale_out_and_a_kill_stay_warm_and_balanced(
+    group: Group,
+) -> None:
+    """Issue 29, with real workers: two workers per host label (4 on 2 labels),
+    scale-out to 6 on 3 labels, then kill -9 of one. Every task that moves is
+    taken warm (a warm-up or a standby caught up first: no cold activation
+    while a caught-up copy lived), the group is balanced after the follow-up
+    rebalance, and every standby is on another host than its active."""
+    host = {"a": "h1", "b": "h1", "c": "h2", "d": "h2", "e": "h3", "f": "h3"}
+    four = ["a", "b", "c", "d"]
+    for name in four:
+        group.start(name, host=host[name])
+    first = group.wait_settled(four)
+    feed(group.broker, group.events, 600)
+    wait_until(lambda: _standbys_applied(group, four) >= 600, 60, "standbys caught up")
+    generation = first["a"]["assignor"]["generation"]
+    group.start("e", host=host["e"])
+    group.start("f", host=host["f"])
+    six = [*four, "e", "f"]
+
+    def balanced(names: list[str], after: int) -> dict[str, Any] | None:
+        statuses = group.settled(names, after)
+        if statuses is None:
+            return None
+        counts = sorted(len(p) for p in actives(statuses, group.events).values())
+        return statuses if counts[-1] - counts[0] <= 1 else None
+
+    scaled = wait_until(lambda: balanced(six, generation + 1), SETTLE, "six to balance")
+    _standbys_on_other_hosts(scaled, group.changelog, host)
+    for name in ("e", "f"):  # their tasks were warmed up before they took them
+        taken = actives(scaled, group.changelog)[name]
+        assert len(taken) == 1
+        assert sum(_restored(group, name, taken).values()) < 20, name
+
+    wait_until(lambda: _standbys_applied(group, six) >= 600, 60, "standbys caught up again")
+    victim = "f"
+    orphans = actives(scaled, group.changelog)[victim]
+    holders = standbys(scaled, group.changelog)
+    group.workers[victim].kill()
+    five = [n for n in six if n != victim]
+    after = wait_until(
+        lambda: balanced(five, scaled["a"]["assignor"]["generation"] + 1), SETTLE, "five"
+    )
+    _standbys_on_other_hosts(after, group.changelog, host)
+    now = actives(after, group.changelog)
+    for p in orphans:
+        (owner,) = [n for n in now if p in now[n]]
+        assert p in holders[owner], f"task {p} went to {owner}, not its standby holder"
+        assert sum(_restored(group, owner, {p}).values()) < 20, (p, owner)
+
+
+def _restored(group: Group, name: str, tasks: set[int]) -> dict[int, int]:
+    """Changelog records *name* restored for *tasks* when it took them (waits for them)."""
+
+    def counts() -> dict[int, int] | None:
+        status = group.status(name) or {}
+        found = {p: n for t, p, n in status.get("restore_counts", []) if t == group.changelog}
+        return {p: found[p] for p in tasks} if set(found) >= tasks else None
+
+    found: dict[int, int] = wait_until(counts, 60, f"{name}'s restore counts")
+    return found
+
+
+def _standbys_on_other_hosts(
+    statuses: dict[str, Any], changelog: str, host: dict[str, str]
+) -> None:
+    owned = actives(statuses, changelog)
+    spare = standbys(statuses, changelog)
+    for p in range(PARTITIONS):
+        (owner,) = [n for n in owned if p in owned[n]]
+        holders = [n for n in spare if p in spare[n]]
+        assert len(holders) == 1, (p, holders)
+        assert host[holders[0]] != host[owner], f"task {p}: standby on the active's host"
