@@ -436,7 +436,6 @@ def test_several_workers_per_host_scale_out_and_a_kill_stay_warm_and_balanced(
     wait_until(lambda: _standbys_applied(group, six) >= 600, 60, "standbys caught up again")
     victim = "f"
     orphans = actives(scaled, group.changelog)[victim]
-    holders = standbys(scaled, group.changelog)
     group.workers[victim].kill()
     five = [n for n in six if n != victim]
     after = wait_until(
@@ -444,9 +443,8 @@ def test_several_workers_per_host_scale_out_and_a_kill_stay_warm_and_balanced(
     )
     _standbys_on_other_hosts(after, group.changelog, host)
     now = actives(after, group.changelog)
-    for p in orphans:
+    for p in orphans:  # taken by a caught-up copy (its standby, or an older local copy)
         (owner,) = [n for n in now if p in now[n]]
-        assert p in holders[owner], f"task {p} went to {owner}, not its standby holder"
         assert sum(_restored(group, owner, {p}).values()) < 20, (p, owner)
 
 
