@@ -47,11 +47,17 @@ class FetchChain:
     def __init__(self, fetch: Fetch) -> None:
         self._fetch = fetch
         self._hooks: dict[str, tuple[int, Hook]] = {}
+        #: the fetch with every hook around it, composed when a hook is registered
+        self._call: Fetch = fetch
 
     def register(self, name: str, rank: int, hook: Hook) -> bool:
         """Add (or replace) the hook *name*; returns whether the name is new."""
         new = name not in self._hooks
         self._hooks[name] = (rank, hook)
+        call = self._fetch
+        for each in self.names():
+            call = functools.partial(self._hooks[each][1], call)
+        self._call = call
         return new
 
     def names(self) -> list[str]:
@@ -59,10 +65,7 @@ class FetchChain:
         return [name for _, name in sorted((rank, name) for name, (rank, _) in self._hooks.items())]
 
     async def __call__(self, active_partitions: Collection[TP] | None, timeout: float) -> Records:
-        call: Fetch = self._fetch
-        for name in self.names():
-            call = functools.partial(self._hooks[name][1], call)
-        return await call(active_partitions, timeout)
+        return await self._call(active_partitions, timeout)
 
 
 def fetch_chain(consumer: ConsumerT) -> FetchChain:
