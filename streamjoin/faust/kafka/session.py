@@ -14,7 +14,8 @@ Private attributes used (faust-streaming 0.15.3, aiokafka 0.14.0):
   coordinator's public ``request_rejoin()``, called in that loop by
   :func:`request_rebalance`;
 * public: ``AIOKafkaConsumer.last_poll_timestamp(tp)`` (wall ms of the latest
-  fetch response that carried the partition).
+  fetch response that carried the partition), and its ``pause``/``resume``,
+  called in the thread's loop by :func:`hold_fetches` (a fault for tests).
 
 :func:`install_lease` renews a :class:`~streamjoin.membership.lease.SessionLease`
 with the send time of every JoinGroup, SyncGroup and Heartbeat the
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from streamjoin.membership.lease import SessionLease
@@ -35,11 +37,12 @@ from streamjoin.membership.lease import SessionLease
 if TYPE_CHECKING:
     from aiokafka import AIOKafkaConsumer
     from aiokafka.protocol.api import Request, Response
-    from faust.types import AppT, ConsumerT
+    from faust.types import TP, AppT, ConsumerT
 
 __all__ = [
     "aiokafka_consumer",
     "app_aiokafka_consumer",
+    "hold_fetches",
     "install_lease",
     "last_fetch_ms",
     "request_rebalance",
@@ -119,6 +122,24 @@ def last_fetch_ms(consumer: ConsumerT, topic: str, partition: int) -> float | No
         return None
     # aiokafka stamps wall time; idleness counts in monotonic time
     return time.monotonic() * 1000 - (time.time() * 1000 - float(stamp))
+
+
+def hold_fetches(consumer: ConsumerT, tps: Iterable[TP], held: bool) -> bool:
+    """Stop (*held*) or restart every fetch of *tps* by the fetcher itself; a
+    fault for tests: the partitions' high watermarks and fetch times then stay
+    as they were while the broker's logs move on (a starved fetcher). faust's
+    own ``pause_partitions`` does not do this: its fetcher keeps fetching.
+    Returns whether the consumer was running to take it."""
+    from aiokafka.structs import TopicPartition
+
+    thread = getattr(consumer, "_thread", None)
+    aio = aiokafka_consumer(consumer)
+    loop = getattr(thread, "thread_loop", None)
+    if aio is None or loop is None:
+        return False
+    parts = [TopicPartition(tp.topic, tp.partition) for tp in sorted(tps)]
+    loop.call_soon_threadsafe(lambda: aio.pause(*parts) if held else aio.resume(*parts))
+    return True
 
 
 def request_rebalance(app: AppT) -> bool:
