@@ -1,11 +1,14 @@
 """The join under cut, stalled and slow connections loses, doubles and mis-bills no click.
 
-The example's run (8 partitions, two workers with a standby each, the paced
-generator, grace 10 s) with every connection of every client (workers,
+The example's run (8 partitions, two workers with a standby each, grace 10
+s, the generator producing in real time: event time runs at the wall's pace,
+as a live producer's does) with every connection of every client (workers,
 generator, restore consumers) through the fault proxy, which meanwhile cuts
-all connections every 3 s for 18 s, stalls the network for 1 s, 5 s and 9 s
-(longer than the 6 s session: both workers lose their membership while they
-keep running) and slows every chunk by 50 ms for 8 s. Every decided click
+all connections every 3 s for a minute, then cuts every connection each time
+it has forwarded 64 KiB (in the middle of requests and responses) for 10 s,
+stalls the network for 1 s, 5 s and 9 s (longer than the 6 s session: both
+workers lose their membership while they keep running) and slows every chunk
+by 50 ms for 8 s. Every decided click
 gets exactly one distinct outcome, the reference's; no valid record is
 dead-lettered; no worker exits; and once the network is healed the outputs
 are complete within :data:`SETTLE_S` seconds.
@@ -29,6 +32,10 @@ pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.faults]
 
 #: seconds from the last heal to every decided click's outcome, at most
 SETTLE_S = 120.0
+#: cuts of every connection, 3 s apart (a minute)
+CUTS = 20
+#: bytes a connection forwards before it is cut, in the phase of mid-request cuts
+CUT_AFTER_BYTES = 64 * 1024
 
 
 @pytest.fixture
@@ -40,9 +47,13 @@ def behind() -> Iterator[BrokerBehindProxy]:
 def _inject(proxy: FaultProxy) -> list[str]:
     """The faults, in order; returns what was done (for the failure message)."""
     done = []
-    for _ in range(6):
+    for _ in range(CUTS):
         done.append(f"cut {proxy.cut()}")
         time.sleep(3.0)
+    proxy.cut_after(CUT_AFTER_BYTES)
+    done.append(f"cut after {CUT_AFTER_BYTES} bytes")
+    time.sleep(10.0)
+    proxy.heal()
     for seconds, after in ((1.0, 3.0), (5.0, 4.0)):
         proxy.stall(seconds)
         done.append(f"stall {seconds}")
@@ -67,7 +78,7 @@ def test_cut_stalled_and_slow_connections_lose_and_misbill_no_click(
     proxy = behind.proxy
     assert proxy is not None
     try:
-        ads.start_generator(seed=21, duration=1200, rate=4, speed=20)
+        ads.start_generator(seed=21, duration=130, rate=80, speed=1)
         workers = ads.start_workers("c1", "c2")
         time.sleep(3)
         done = _inject(proxy)
