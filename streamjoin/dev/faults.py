@@ -27,13 +27,14 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
+import socket
 import threading
 import time
 from collections.abc import Coroutine
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from streamjoin.dev.broker import BrokerOptions, EmbeddedBroker, free_port
+from streamjoin.dev.broker import BrokerOptions, EmbeddedBroker
 from streamjoin.dev.errors import BrokerStartError
 
 __all__ = ["COMMANDS", "BrokerBehindProxy", "FaultProxy", "Faults", "run_command"]
@@ -67,11 +68,16 @@ class FaultProxy:
     Arguments:
         upstream_port: the broker's port on 127.0.0.1.
         port: the proxy's port (``0``: a free one, see :attr:`port` once started).
+        listener: a socket already bound (and listening) on 127.0.0.1 to serve
+            on instead of *port*: nobody can take its port in the meantime.
     """
 
-    def __init__(self, upstream_port: int, port: int = 0) -> None:
+    def __init__(
+        self, upstream_port: int, port: int = 0, listener: socket.socket | None = None
+    ) -> None:
         self.upstream_port = upstream_port
-        self.port = port
+        self.port = port if listener is None else int(listener.getsockname()[1])
+        self._listener = listener
         self.faults = Faults()
         #: connections opened and cut so far (for tests and the CLI)
         self.opened = 0
@@ -195,7 +201,10 @@ class FaultProxy:
 
     async def _serve(self) -> None:
         self._changed = asyncio.Event()  # bound to this loop
-        self._server = await asyncio.start_server(self._accept, LOOPBACK, self.port)
+        if self._listener is not None:
+            self._server = await asyncio.start_server(self._accept, sock=self._listener)
+        else:
+            self._server = await asyncio.start_server(self._accept, LOOPBACK, self.port)
         self.port = int(self._server.sockets[0].getsockname()[1])
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -297,8 +306,11 @@ class BrokerBehindProxy:
     """
 
     def __init__(self, options: BrokerOptions | None = None, port: int = 0) -> None:
+        # the proxy's port is bound now, before the broker picks its own: a port
+        # only looked up as free could be taken by then (the broker's, a client's)
+        self._listener: socket.socket | None = socket.create_server((LOOPBACK, port))
         #: the proxy's port (clients connect here); the broker takes *options*' port
-        self.proxy_port = port or free_port()
+        self.proxy_port = int(self._listener.getsockname()[1])
         base = options or BrokerOptions()
         self.broker = EmbeddedBroker(replace(base, advertised_port=self.proxy_port))
         self.proxy: FaultProxy | None = None
@@ -315,9 +327,11 @@ class BrokerBehindProxy:
 
     def start(self) -> BrokerBehindProxy:
         """Start the broker, then the proxy on the port the broker advertises."""
+        if self._listener is None:
+            raise BrokerStartError("a stopped BrokerBehindProxy cannot start again: make a new one")
         self.broker.start()
         try:
-            self.proxy = FaultProxy(self.broker.port, self.proxy_port).start()
+            self.proxy = FaultProxy(self.broker.port, listener=self._listener).start()
         except BaseException:
             self.broker.stop()
             raise
@@ -327,6 +341,9 @@ class BrokerBehindProxy:
         """Stop the proxy, then the broker (by its process group)."""
         if self.proxy is not None:
             self.proxy.stop()
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
         self.broker.stop()
 
     def __enter__(self) -> BrokerBehindProxy:
