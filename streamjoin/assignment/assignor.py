@@ -12,7 +12,9 @@ no clocks, no randomness. The steps:
    caught-up member and the target gets a warm-up replica (:mod:`.warmups`);
 6. place standbys: racks first, then balanced and sticky, off the active's
    host and never on the warm-up's member (:mod:`.standbys`);
-7. give every subscriber all partitions of the global changelogs.
+7. give every subscriber all partitions of the global changelogs;
+8. in a cooperative group, withhold the tasks another member still owns for
+   one round (:mod:`.cooperative`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from streamjoin.assignment.actives import place_actives
+from streamjoin.assignment.cooperative import check_one_owner, is_cooperative, live_owners, withhold
 from streamjoin.assignment.errors import InvalidGroupStateError
 from streamjoin.assignment.fencing import History, read_history
 from streamjoin.assignment.grouping import build_groups
@@ -59,6 +62,12 @@ def assign(state: GroupState) -> Assignment:
     """
     placed = place(state)
     tables = member_tables(placed, tuple)
+    if placed.stats["protocol"] == "cooperative":
+        check_one_owner(
+            placed.members,
+            {member.id: tables.actives[m] for m, member in enumerate(placed.members)},
+            state.global_changelogs,
+        )
     return Assignment(
         members={
             member.id: MemberAssignment(
@@ -70,6 +79,7 @@ def assign(state: GroupState) -> Assignment:
         groups=placed.groups,
         moves=placed.moves,
         stats=placed.stats,
+        withheld=tuple(sorted(placed.withheld)),
     )
 
 
@@ -90,6 +100,9 @@ class Placement:
     generation: int
     moves: tuple[Move, ...]
     stats: dict[str, object]
+    #: tasks given to nobody this round: another member still owns them
+    #: (cooperative groups only, see :mod:`.cooperative`)
+    withheld: frozenset[tuple[int, int]] = frozenset()
 
 
 def place(state: GroupState) -> Placement:
@@ -133,16 +146,28 @@ def place(state: GroupState) -> Placement:
         sum(map(min, counts.values(), map(quota.get, counts, itertools.repeat(0))))
         for counts, quota in zip(previous_counts, active_quotas.quotas, strict=True)
     )
+    cooperative = is_cooperative(members)
+    withheld = withhold(owners, live_owners(members, groups)) if cooperative else []
+    warmups = settled.warmups
+    if withheld:
+        # the new owner restores a withheld task meanwhile: it takes it warm next round
+        warmups = [list(w) for w in warmups]
+        for gi, p in withheld:
+            target = owners[gi][p]
+            if groups[gi].stateful and warmups[gi][p] < 0 and target not in standbys[gi][p]:
+                warmups[gi][p] = target
     moves = actual_moves(groups, owners, actual, members, lag)
     generation = max((m.generation for m in members if m.generation is not None), default=0) + 1
     stats = _stats(groups, owners, standbys, members, actual, moves)
     stats.update(_target_stats(groups, targets, history, members, minimum))
     stats.update(
-        warmups=sum(len(w) - w.count(-1) for w in settled.warmups),
+        warmups=sum(len(w) - w.count(-1) for w in warmups),
         cold_activations=settled.cold,
         warm_activations=settled.warm,
         held_back=settled.held_back,
         relaxed_balance=active_quotas.relaxed or standby_relaxed,
+        protocol="cooperative" if cooperative else "eager",
+        withheld=len(withheld),
     )
     return Placement(
         state=state,
@@ -150,10 +175,11 @@ def place(state: GroupState) -> Placement:
         groups=groups,
         owners=owners,
         standbys=standbys,
-        warmups=settled.warmups,
+        warmups=warmups,
         generation=generation,
         moves=tuple(sorted(moves, key=lambda mv: (mv.group, mv.partition))),
         stats=stats,
+        withheld=frozenset(withheld),
     )
 
 
@@ -211,6 +237,10 @@ def member_tables(placed: Placement, make: Callable[[list[int]], Frozen]) -> Mem
         mine: dict[int, list[int]] = {}
         for p, m in enumerate(owner):
             mine.setdefault(m, []).append(p)
+        if placed.withheld:
+            gone = {p for gi, p in placed.withheld if gi == group.index}
+            kept = {m: [p for p in parts if p not in gone] for m, parts in mine.items()}
+            mine = {m: parts for m, parts in kept.items() if parts}
         fills.extend((topic, actives, mine) for topic in group.topics)
         if group.stateful:
             held: dict[int, list[int]] = {}

@@ -22,6 +22,7 @@ _MEMBER_KEYS = frozenset(
         "host",
         "rack",
         "capacity",
+        "cooperative",
         "generation",
         "actives",
         "standbys",
@@ -210,6 +211,9 @@ def _member(
     if rack is not None and not isinstance(rack, str):
         raise _fail(f"{where}.rack", f"expected a string or null, got {rack!r}")
     generation = doc.get("generation")
+    cooperative = doc.get("cooperative", False)
+    if type(cooperative) is not bool:
+        raise _fail(f"{where}.cooperative", f"expected true or false, got {cooperative!r}")
     return MemberState(
         id=member_id,
         topics=subscribed,
@@ -221,6 +225,7 @@ def _member(
         standbys=_partitions(doc.get("standbys", {}), f"{where}.standbys", topics),
         offsets=_offsets(doc.get("offsets", {}), f"{where}.offsets", topics),
         warmups=_partitions(doc.get("warmups", {}), f"{where}.warmups", topics),
+        cooperative=cooperative,
     )
 
 
@@ -265,8 +270,10 @@ def _members_in_bulk(
             rack = doc.get("rack")
             capacity = doc.get("capacity", 1)
             generation = doc.get("generation")
+            cooperative = doc.get("cooperative", False)
             if (
-                type(host) is not str
+                type(cooperative) is not bool
+                or type(host) is not str
                 or not host
                 or not (rack is None or type(rack) is str)
                 or type(capacity) is not int
@@ -306,6 +313,7 @@ def _members_in_bulk(
                     standbys=parts[1],
                     offsets=reported,
                     warmups=parts[2],
+                    cooperative=cooperative,
                 )
             )
     except (TypeError, ValueError, AttributeError, InvalidGroupStateError):
@@ -320,4 +328,3 @@ def _members_in_bulk(
     ):
         return tuple(members)
     return None
-

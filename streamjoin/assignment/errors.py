@@ -10,6 +10,7 @@ __all__ = [
     "InvalidGroupStateError",
     "PartitionCountError",
     "TopicMismatchError",
+    "UnsafeHandoverError",
 ]
 
 
@@ -57,3 +58,22 @@ class TopicMismatchError(AssignmentError, ConfigurationError):
     def __init__(self, problems: list[CopartitioningError | PartitionCountError]) -> None:
         self.problems = list(problems)
         super().__init__("; ".join(str(p) for p in self.problems))
+
+
+class UnsafeHandoverError(AssignmentError):
+    """A cooperative assignment would give a partition to a member while another
+    member still owns it (two owners in one generation).
+
+    Raised by the leader before it sends the assignment: it means a bug in the
+    assignor, never a problem of the group's input.
+    """
+
+    def __init__(self, topic: str, partition: int, new: str, old: tuple[str, ...]) -> None:
+        self.topic, self.partition, self.new, self.old = topic, partition, new, old
+        super().__init__(
+            f"the assignment gives {topic}[{partition}] to {new!r} while "
+            f"{', '.join(map(repr, old))} still own(s) it in a cooperative group: "
+            "two owners at once. The leader refused to send it; this is a bug in "
+            "streamjoin's assignor: report it with the group state (streamjoin assign "
+            "--explain on the document) and set cooperative=False to run eager meanwhile"
+        )

@@ -46,6 +46,15 @@ def explain(result: Assignment) -> str:
             shown.add((member_id, group.index))
             listed = ", ".join(str(p) for p in parts)
             lines.append(f"  {member_id}: {group.name}[{listed}]")
+    if result.withheld:
+        lines.append(
+            f"withheld ({len(result.withheld)}; given to nobody this round: another member "
+            "still owns them, gives them up and rejoins at once; the follow-up rebalance "
+            "gives them to their target, which restores them meanwhile):"
+        )
+        for gi in sorted({gi for gi, _ in result.withheld}):
+            listed = ", ".join(str(p) for g, p in result.withheld if g == gi)
+            lines.append(f"  {names[gi]}[{listed}]")
     s = result.stats
     lines += [
         "summary:",
@@ -62,6 +71,7 @@ def explain(result: Assignment) -> str:
         f"warm-ups {s['warmups']}, held back {s['held_back']}",
         f"  warm promotions {s['warm_promotions']}; contested tasks {s['contested']}; "
         f"fenced claims {s['fenced_claims']}",
+        f"  protocol {s['protocol']}; withheld {s['withheld']}",
     ]
     if s["held_back"]:
         lines.append(

@@ -47,6 +47,10 @@ class MemberState:
     offsets: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
     #: warm-up replicas it was given by the assignment of ``generation``
     warmups: ReportedPartitions = field(default_factory=dict)
+    #: it rebalances cooperatively: it keeps running its ``actives`` through
+    #: the rebalance, so they are what it owns *now* (see
+    #: :mod:`streamjoin.assignment.cooperative`)
+    cooperative: bool = False
 
 
 @dataclass(frozen=True)
@@ -122,3 +126,6 @@ class Assignment:
     groups: tuple[TaskGroup, ...]
     moves: tuple[Move, ...]
     stats: Mapping[str, object]
+    #: tasks (group index, partition) given to nobody this round because
+    #: another member still owns them (cooperative groups); sorted
+    withheld: tuple[tuple[int, int], ...] = ()

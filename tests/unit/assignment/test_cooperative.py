@@ -1,0 +1,209 @@
+"""Cooperative rebalancing in the assignment core: one owner at a time (R1),
+ambiguous claims withheld from everyone (R4), warm handovers (R5), eager as
+soon as one member is (R6), and convergence once the group stops changing."""
+
+from __future__ import annotations
+
+import copy
+import random
+from typing import Any
+
+import pytest
+from invariants import ad_join_doc, check_all, feed_back
+from test_assignment_properties import _churn_step
+
+from streamjoin.assignment import assign, assign_document, parse_group_state
+from streamjoin.assignment.cooperative import check_one_owner
+from streamjoin.assignment.errors import AssignmentError, UnsafeHandoverError
+
+Doc = dict[str, Any]
+
+
+def cooperative(doc: Doc) -> Doc:
+    """*doc* with every member cooperative."""
+    return dict(doc, members=[dict(m, cooperative=True) for m in doc["members"]])
+
+
+def handovers(doc: Doc, out: Doc) -> list[tuple[str, int, str, list[str]]]:
+    """Partitions *out* gives a member while another member of the latest
+    generation in *doc* still claims them (computed here from the documents,
+    not by the core's own check): (topic, partition, new owner, old owners)."""
+    gens = [m["generation"] for m in doc["members"] if m.get("generation") is not None]
+    if not gens:
+        return []
+    latest = max(gens)
+    claims: dict[tuple[str, int], list[str]] = {}
+    for m in doc["members"]:
+        if m.get("generation") == latest:
+            for topic, parts in m.get("actives", {}).items():
+                for p in parts:
+                    claims.setdefault((topic, p), []).append(m["id"])
+    found = []
+    globals_ = set(doc.get("global_changelogs", []))
+    for mid, owned in sorted(out["assignment"].items()):
+        for topic, parts in sorted(owned["actives"].items()):
+            for p in parts:
+                others = sorted(o for o in claims.get((topic, p), []) if o != mid)
+                if others and topic not in globals_:
+                    found.append((topic, p, mid, others))
+    return found
+
+
+def settle(doc: Doc, out: Doc, limit: int = 6) -> tuple[Doc, Doc, int]:
+    """Rebalance with nothing changing until the assignment is steady (it
+    withholds nothing, warms nothing up, and the next round gives the same);
+    returns its state, the assignment and the rounds after *out* it took."""
+    for rounds in range(limit + 1):
+        doc = feed_back(doc, out)
+        nxt = assign_document(doc)
+        assert handovers(doc, nxt) == []
+        steady = out["stats"]["withheld"] == 0 and out["stats"]["warmups"] == 0
+        if steady and nxt["assignment"] == out["assignment"]:
+            return doc, nxt, rounds
+        out = nxt
+    raise AssertionError(f"no steady assignment after {limit} rounds: {out['stats']}")
+
+
+def test_a_joining_member_warms_up_then_is_withheld_its_share_then_takes_it_warm() -> None:
+    doc = cooperative(ad_join_doc(members=2))
+    out = assign_document(doc)
+    assert out["stats"]["protocol"] == "cooperative" and out["stats"]["withheld"] == 0
+    doc = feed_back(doc, out)
+    doc["members"].append({"id": "w2", "topics": sorted(doc["topics"]), "cooperative": True})
+    # round 1: w2 is not caught up: its share stays where it is, w2 warms it up
+    warming = assign_document(doc)
+    assert warming["stats"]["withheld"] == 0 and warming["assignment"]["w2"]["actives"] == {}
+    share = warming["stats"]["warmups"]
+    assert share > 0
+    # round 2: the warm-ups caught up; the tasks are withheld from everyone: their
+    # old owners give them up and rejoin, w2 keeps restoring them
+    doc = feed_back(doc, warming)
+    first = assign_document(doc)
+    assert handovers(doc, first) == []
+    assert first["stats"]["withheld"] == share
+    w2 = first["assignment"]["w2"]
+    assert w2["actives"] == {}
+    assert sum(map(len, w2["warmups"].values())) >= share  # (both changelogs)
+    for m in doc["members"][:2]:
+        assert set(first["assignment"][m["id"]]["actives"]["imp"]) < set(m["actives"]["imp"])
+    # round 3, the follow-up: w2 takes them warm, nothing is withheld any more
+    doc = feed_back(doc, first)
+    second = assign_document(doc)
+    assert handovers(doc, second) == []
+    assert second["stats"]["withheld"] == 0 and second["stats"]["cold_activations"] == 0
+    assert len(second["assignment"]["w2"]["actives"]["imp"]) == share
+    check_all(doc, second)
+
+
+def test_a_task_two_live_members_claim_is_withheld_from_both() -> None:
+    doc = cooperative(ad_join_doc(members=3))
+    out = assign_document(doc)
+    doc = feed_back(doc, out)
+    a, b = doc["members"][0], doc["members"][1]
+    stolen = b["actives"]["imp"][0]
+    a["actives"] = {t: sorted({*ps, stolen}) if t in ("imp", "clk") else ps
+                    for t, ps in a["actives"].items()}  # fmt: skip
+    out = assign_document(doc)
+    assert out["stats"]["contested"] == 1 and out["stats"]["withheld"] == 1
+    for owned in out["assignment"].values():
+        assert stolen not in owned["actives"].get("imp", [])
+    doc, out, rounds = settle(doc, out)
+    assert rounds <= 2
+    assert sum(stolen in o["actives"]["imp"] for o in out["assignment"].values()) == 1
+
+
+def test_claims_of_an_older_generation_are_not_owners() -> None:
+    """A member back from a session loss reports its last generation's tasks: it
+    lost them (it writes nothing until it has rejoined), nothing waits for it."""
+    doc = cooperative(ad_join_doc(members=3))
+    out = assign_document(doc)
+    doc = feed_back(doc, out)
+    zombie = doc["members"][2]
+    zombie["generation"] -= 1
+    out = assign_document(doc)
+    assert out["stats"]["withheld"] == 0
+    assert handovers(doc, out) == []
+
+
+def test_one_eager_member_makes_the_group_eager() -> None:
+    doc = cooperative(ad_join_doc(members=2))
+    out = assign_document(doc)
+    doc = feed_back(doc, out)
+    doc["members"].append({"id": "w2", "topics": sorted(doc["topics"])})  # eager
+    out = assign_document(doc)
+    assert out["stats"]["protocol"] == "eager" and out["stats"]["withheld"] == 0
+    assert out["assignment"]["w2"]["actives"] or out["assignment"]["w2"]["warmups"]
+
+
+def test_the_leaders_check_refuses_two_owners_at_once() -> None:
+    doc = cooperative(ad_join_doc(members=2))
+    state = parse_group_state(feed_back(doc, assign_document(doc)))
+    w0, w1 = state.members
+    swapped = {"w0": dict(w1.actives), "w1": dict(w0.actives)}
+    with pytest.raises(UnsafeHandoverError) as caught:
+        check_one_owner(state.members, swapped, state.global_changelogs)
+    assert isinstance(caught.value, AssignmentError)
+    assert "still own" in str(caught.value) and "cooperative=False" in str(caught.value)
+    check_one_owner(state.members, {m.id: dict(m.actives) for m in state.members}, frozenset())
+
+
+def test_the_cooperative_flag_must_be_a_boolean() -> None:
+    doc = ad_join_doc(members=1)
+    doc["members"][0]["cooperative"] = "yes"
+    with pytest.raises(AssignmentError, match="cooperative"):
+        assign_document(doc)
+
+
+def test_churn_never_hands_a_partition_over_in_one_generation_and_converges() -> None:
+    """Joins, leaves, crashes, stale restarts, duplicate claims, capacity, rack and
+    host changes, every round cooperative: no partition is ever given to a member
+    while another live member claims it; the result does not depend on member
+    order; whenever the group stops changing, it settles within two rounds into
+    an assignment that keeps every invariant."""
+    rnd = random.Random(20261126)
+    topics = {"imp": 12, "clk": 12, "imp-changelog": 12, "agg": 5, "agg-changelog": 5, "g": 3}
+    doc: Doc = cooperative(
+        {
+            "topics": topics,
+            "copartition": [["imp", "clk"]],
+            "changelogs": ["imp-changelog", "agg-changelog"],
+            "global_changelogs": ["g"],
+            "standby_replicas": 1,
+            "acceptable_recovery_lag": 50,
+            "members": [
+                {"id": f"w{i}", "topics": sorted(topics), "host": f"h{i}", "rack": f"r{i % 2}"}
+                for i in range(4)
+            ],
+        }
+    )
+    out = assign_document(doc)
+    events: dict[str, int] = {}
+    withheld = settled = 0
+    for serial in range(160):
+        doc, event = _churn_step(doc, out, rnd, serial)
+        doc = cooperative(doc)
+        events[event] = events.get(event, 0) + 1
+        out = assign_document(doc)
+        assert handovers(doc, out) == [], f"round {serial} ({event})"
+        withheld += out["stats"]["withheld"]
+        shuffled = dict(doc, members=rnd.sample(doc["members"], len(doc["members"])))
+        assert assign_document(shuffled) == out, f"round {serial}"
+        if serial % 8 == 7:  # the group stops changing for a while
+            steady_doc, steady, rounds = settle(copy.deepcopy(doc), out)
+            assert rounds <= 2, f"round {serial}: {rounds} rounds to settle"
+            check_all(steady_doc, steady)
+            settled += 1
+    assert len(events) == 8, events
+    assert withheld > 20 and settled == 20
+
+
+def test_assign_and_assign_document_agree_on_a_withholding_round() -> None:
+    doc = cooperative(ad_join_doc(members=2))
+    doc = feed_back(doc, assign_document(doc))
+    doc["members"].append({"id": "w2", "topics": sorted(doc["topics"]), "cooperative": True})
+    doc = feed_back(doc, assign_document(doc))  # w2's warm-ups caught up
+    result = assign(parse_group_state(doc))
+    out = assign_document(doc)
+    assert result.stats["withheld"] == out["stats"]["withheld"] > 0
+    for mid, owned in result.members.items():
+        assert {t: list(p) for t, p in owned.actives.items()} == out["assignment"][mid]["actives"]
