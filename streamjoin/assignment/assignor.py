@@ -13,8 +13,8 @@ no clocks, no randomness. The steps:
 6. place standbys: racks first, then balanced and sticky, off the active's
    host and never on the warm-up's member (:mod:`.standbys`);
 7. give every subscriber all partitions of the global changelogs;
-8. in a cooperative group, withhold the tasks another member still owns for
-   one round (:mod:`.cooperative`).
+8. withhold for one round the tasks a cooperative member still owns and
+   another gets (:mod:`.cooperative`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from streamjoin.assignment.actives import place_actives
-from streamjoin.assignment.cooperative import check_one_owner, is_cooperative, live_owners, withhold
+from streamjoin.assignment.cooperative import check_one_owner, live_owners, protocol, withhold
 from streamjoin.assignment.errors import InvalidGroupStateError
 from streamjoin.assignment.fencing import History, read_history
 from streamjoin.assignment.grouping import build_groups
@@ -62,7 +62,7 @@ def assign(state: GroupState) -> Assignment:
     """
     placed = place(state)
     tables = member_tables(placed, tuple)
-    if placed.stats["protocol"] == "cooperative":
+    if placed.stats["protocol"] != "eager":
         check_one_owner(
             placed.members,
             {member.id: tables.actives[m] for m, member in enumerate(placed.members)},
@@ -146,8 +146,8 @@ def place(state: GroupState) -> Placement:
         sum(map(min, counts.values(), map(quota.get, counts, itertools.repeat(0))))
         for counts, quota in zip(previous_counts, active_quotas.quotas, strict=True)
     )
-    cooperative = is_cooperative(members)
-    withheld = withhold(owners, live_owners(members, groups)) if cooperative else []
+    rebalancing = protocol(members)
+    withheld = withhold(owners, live_owners(members, groups)) if rebalancing != "eager" else []
     warmups = settled.warmups
     if withheld:
         # the new owner restores a withheld task meanwhile: it takes it warm next round
@@ -166,7 +166,7 @@ def place(state: GroupState) -> Placement:
         warm_activations=settled.warm,
         held_back=settled.held_back,
         relaxed_balance=active_quotas.relaxed or standby_relaxed,
-        protocol="cooperative" if cooperative else "eager",
+        protocol=rebalancing,
         withheld=len(withheld),
     )
     return Placement(

@@ -1,15 +1,16 @@
 """Cooperative rebalancing: one owner at a time (KIP-429's rule). Pure.
 
-In an eager group every member gives up every task before it rejoins, so the
-leader may place tasks anywhere. In a cooperative group (every member says it
-is cooperative) a member keeps running the tasks it reports as its
-``actives`` through the rebalance. A task is then given to a member only in a
-generation where no other member still owns it:
+An eager member gives up every task before it rejoins, so the leader may
+place its tasks anywhere. A **cooperative** member keeps running the tasks it
+reports as its ``actives`` through the rebalance (it says so in its
+metadata, each time). A task is then given to a member only in a generation
+where no other member still owns it:
 
-* the **live owners** of a task are the members of the latest generation
-  (the highest any member reports) that claim it. A member reporting an older
-  generation was dropped from the group and has lost its tasks (it writes
-  nothing for them until it has rejoined), so its claim only helps stickiness;
+* the **live owners** of a task are the cooperative members of the latest
+  generation (the highest any member reports) that claim it. A member
+  reporting an older generation was dropped from the group and has lost its
+  tasks (it writes nothing for them until it has rejoined), and an eager
+  member gave its tasks up, so their claims only help stickiness;
 * a task whose placed owner is not its only live owner is **withheld**: no
   member gets it this round. Its live owners see it revoked, give it up
   (flush, commit, close) and rejoin at once; the follow-up rebalance gives it
@@ -18,6 +19,9 @@ generation where no other member still owns it:
   sticks to). Two live owners at once (an ambiguous claim) withhold the task
   from everyone for a round, whoever the target is.
 
+The rule is per member, so a group where some members are cooperative and
+some eager (a rolling upgrade, a worker with cooperative rebalancing turned
+off) is safe too: only the cooperative members' tasks wait for a handover.
 Standbys, warm-ups and global changelogs are replicas, not owners: nothing
 here holds them back. :func:`check_one_owner` checks an assignment against
 the members' claims partition by partition, independently of how it was
@@ -31,15 +35,17 @@ from collections.abc import Mapping, Sequence
 from streamjoin.assignment.errors import UnsafeHandoverError
 from streamjoin.assignment.model import MemberState, TaskGroup
 
-__all__ = ["check_one_owner", "is_cooperative", "live_owners", "withhold"]
+__all__ = ["check_one_owner", "live_owners", "protocol", "withhold"]
 
 Task = tuple[int, int]  # (group index, partition)
 
 
-def is_cooperative(members: Sequence[MemberState]) -> bool:
-    """Whether the group rebalances cooperatively: every member does (as Kafka
-    picks the protocol every member supports; one eager member makes it eager)."""
-    return bool(members) and all(m.cooperative for m in members)
+def protocol(members: Sequence[MemberState]) -> str:
+    """``"cooperative"`` when every member is, ``"eager"`` when none is, else ``"mixed"``."""
+    flags = {m.cooperative for m in members}
+    if flags == {True}:
+        return "cooperative"
+    return "eager" if True not in flags else "mixed"
 
 
 def _latest(members: Sequence[MemberState]) -> int | None:
@@ -50,14 +56,14 @@ def live_owners(
     members: Sequence[MemberState], groups: Sequence[TaskGroup]
 ) -> dict[Task, tuple[int, ...]]:
     """Task -> the indices (into *members*) of its live owners, sorted; tasks
-    nobody of the latest generation claims are left out."""
+    no cooperative member of the latest generation claims are left out."""
     latest = _latest(members)
     if latest is None:
         return {}
     group_of = {topic: g.index for g in groups for topic in g.topics}
     found: dict[Task, set[int]] = {}
     for m, member in enumerate(members):
-        if member.generation != latest:
+        if not member.cooperative or member.generation != latest:
             continue
         for topic, parts in member.actives.items():
             gi = group_of.get(topic)
@@ -85,14 +91,14 @@ def check_one_owner(
 ) -> None:
     """Raise :class:`UnsafeHandoverError` if *actives* (member id -> topic ->
     partitions, the new assignment) gives a partition to a member while
-    another member of the latest generation still claims it; global
+    another cooperative member of the latest generation still claims it; global
     changelog topics (every member reads them) are left out."""
     latest = _latest(members)
     if latest is None:
         return
     claimed: dict[tuple[str, int], list[str]] = {}
     for member in members:
-        if member.generation != latest:
+        if not member.cooperative or member.generation != latest:
             continue
         for topic, parts in member.actives.items():
             if topic in global_topics:

@@ -134,7 +134,7 @@ def assign_document(doc: Any) -> dict[str, Any]:
     """
     placed = place(_parse(doc, share=True))  # the state does not outlive this call
     tables = member_tables(placed, as_built)
-    if placed.stats["protocol"] == "cooperative":
+    if placed.stats["protocol"] != "eager":
         check_one_owner(
             placed.members,
             {member.id: tables.actives[m] for m, member in enumerate(placed.members)},

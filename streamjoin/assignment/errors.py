@@ -72,7 +72,7 @@ class UnsafeHandoverError(AssignmentError):
         self.topic, self.partition, self.new, self.old = topic, partition, new, old
         super().__init__(
             f"the assignment gives {topic}[{partition}] to {new!r} while "
-            f"{', '.join(map(repr, old))} still own(s) it in a cooperative group: "
+            f"{', '.join(map(repr, old))} still own(s) it (cooperative rebalancing): "
             "two owners at once. The leader refused to send it; this is a bug in "
             "streamjoin's assignor: report it with the group state (streamjoin assign "
             "--explain on the document) and set cooperative=False to run eager meanwhile"

@@ -47,8 +47,8 @@ class MemberState:
     offsets: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
     #: warm-up replicas it was given by the assignment of ``generation``
     warmups: ReportedPartitions = field(default_factory=dict)
-    #: it rebalances cooperatively: it keeps running its ``actives`` through
-    #: the rebalance, so they are what it owns *now* (see
+    #: it rebalances cooperatively this time: it kept running its ``actives``
+    #: through the rebalance, so they are what it owns *now* (see
     #: :mod:`streamjoin.assignment.cooperative`)
     cooperative: bool = False
 

@@ -25,8 +25,8 @@ def cooperative(doc: Doc) -> Doc:
 
 
 def handovers(doc: Doc, out: Doc) -> list[tuple[str, int, str, list[str]]]:
-    """Partitions *out* gives a member while another member of the latest
-    generation in *doc* still claims them (computed here from the documents,
+    """Partitions *out* gives a member while another cooperative member of the
+    latest generation in *doc* still claims them (computed here from the documents,
     not by the core's own check): (topic, partition, new owner, old owners)."""
     gens = [m["generation"] for m in doc["members"] if m.get("generation") is not None]
     if not gens:
@@ -34,7 +34,7 @@ def handovers(doc: Doc, out: Doc) -> list[tuple[str, int, str, list[str]]]:
     latest = max(gens)
     claims: dict[tuple[str, int], list[str]] = {}
     for m in doc["members"]:
-        if m.get("generation") == latest:
+        if m.get("cooperative") and m.get("generation") == latest:
             for topic, parts in m.get("actives", {}).items():
                 for p in parts:
                     claims.setdefault((topic, p), []).append(m["id"])
@@ -125,14 +125,27 @@ def test_claims_of_an_older_generation_are_not_owners() -> None:
     assert handovers(doc, out) == []
 
 
-def test_one_eager_member_makes_the_group_eager() -> None:
+def test_an_eager_members_claims_are_not_live_a_cooperative_members_still_are() -> None:
+    """A mixed group (a rolling upgrade): the eager member gave its tasks up
+    before it rejoined, the cooperative one did not."""
     doc = cooperative(ad_join_doc(members=2))
+    doc = feed_back(doc, assign_document(doc))
+    doc = feed_back(doc, assign_document(doc))
+    doc["members"][1]["cooperative"] = False  # w1 revoked everything
+    doc["members"].append({"id": "w2", "topics": sorted(doc["topics"]), "cooperative": True})
+    warming = assign_document(doc)
+    assert warming["stats"]["protocol"] == "mixed"
+    doc = feed_back(doc, warming)
+    doc["members"][1]["cooperative"] = False
     out = assign_document(doc)
-    doc = feed_back(doc, out)
-    doc["members"].append({"id": "w2", "topics": sorted(doc["topics"])})  # eager
-    out = assign_document(doc)
-    assert out["stats"]["protocol"] == "eager" and out["stats"]["withheld"] == 0
-    assert out["assignment"]["w2"]["actives"] or out["assignment"]["w2"]["warmups"]
+    assert handovers(doc, out) == []
+    w0_before = set(doc["members"][0]["actives"]["imp"])
+    w1_before = set(doc["members"][1]["actives"]["imp"])
+    w2_now = set(out["assignment"]["w2"]["actives"].get("imp", []))
+    assert w2_now and w2_now <= w1_before  # w1's tasks move at once
+    w0_now = set(out["assignment"]["w0"]["actives"]["imp"])
+    assert out["stats"]["withheld"] == len(w0_before - w0_now)
+    assert not w2_now & w0_before  # w0's wait a round
 
 
 def test_the_leaders_check_refuses_two_owners_at_once() -> None:
@@ -156,10 +169,11 @@ def test_the_cooperative_flag_must_be_a_boolean() -> None:
 
 def test_churn_never_hands_a_partition_over_in_one_generation_and_converges() -> None:
     """Joins, leaves, crashes, stale restarts, duplicate claims, capacity, rack and
-    host changes, every round cooperative: no partition is ever given to a member
-    while another live member claims it; the result does not depend on member
-    order; whenever the group stops changing, it settles within two rounds into
-    an assignment that keeps every invariant."""
+    host changes, every round cooperative but now and then one eager member: no
+    partition is ever given to a member while another live member claims it;
+    the result does not depend on member order; whenever the group stops
+    changing, it settles within two rounds into an assignment that keeps every
+    invariant."""
     rnd = random.Random(20261126)
     topics = {"imp": 12, "clk": 12, "imp-changelog": 12, "agg": 5, "agg-changelog": 5, "g": 3}
     doc: Doc = cooperative(
@@ -182,6 +196,9 @@ def test_churn_never_hands_a_partition_over_in_one_generation_and_converges() ->
     for serial in range(160):
         doc, event = _churn_step(doc, out, rnd, serial)
         doc = cooperative(doc)
+        if rnd.random() < 0.25:  # a member that gave its tasks up (eager this time)
+            rnd.choice(doc["members"])["cooperative"] = False
+            event += "+eager"
         events[event] = events.get(event, 0) + 1
         out = assign_document(doc)
         assert handovers(doc, out) == [], f"round {serial} ({event})"
@@ -193,7 +210,8 @@ def test_churn_never_hands_a_partition_over_in_one_generation_and_converges() ->
             assert rounds <= 2, f"round {serial}: {rounds} rounds to settle"
             check_all(steady_doc, steady)
             settled += 1
-    assert len(events) == 8, events
+    assert len({e.split("+")[0] for e in events}) == 8, events
+    assert sum(n for e, n in events.items() if e.endswith("+eager")) > 20
     assert withheld > 20 and settled == 20
 
 
