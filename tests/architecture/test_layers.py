@@ -194,6 +194,17 @@ SEAM = {
     "_coordinator": "session.py",
     "_send_req": "session.py",
     "_streamjoin_lease": "session.py",
+    # aiokafka's rebalance steps, replaced for cooperative rebalancing
+    "_assignors": "cooperative.py",
+    "_subscription": "cooperative.py",
+    "_group_subscription": "cooperative.py",
+    "_on_join_prepare": "cooperative.py",
+    "_on_join_complete": "cooperative.py",
+    "_lookup_assignor": "cooperative.py",
+    "_stop_commit_offsets_refresh_task": "cooperative.py",
+    "_tp_state": "cooperative.py",
+    "_assignment": "cooperative.py",
+    "_streamjoin_cooperation": "cooperative.py",
     # aiokafka producer and client
     "_ensure_producer": "producer.py",
     "_partition": "producer.py",

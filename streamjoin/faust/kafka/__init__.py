@@ -19,5 +19,8 @@ touches one. An upgrade of either library is checked here, module by module.
 * :mod:`~streamjoin.faust.kafka.metadata`: the credentialed metadata reader and
   partition counts; :mod:`~streamjoin.faust.kafka.checks`: the start-up checks;
 * :mod:`~streamjoin.faust.kafka.range_read`: reading a topic's offset range
-  with a client of its own.
+  with a client of its own;
+* :mod:`~streamjoin.faust.kafka.cooperative`: cooperative rebalancing on the
+  classic protocol (aiokafka's ``_on_join_prepare`` and ``_on_join_complete``
+  replaced: nothing revoked at prepare, kept partitions keep their fetch state).
 """

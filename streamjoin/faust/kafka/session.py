@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from streamjoin.membership.lease import SessionLease
 
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = [
     "aiokafka_consumer",
     "app_aiokafka_consumer",
+    "group_coordinator",
     "hold_fetches",
     "install_lease",
     "last_fetch_ms",
@@ -74,6 +75,11 @@ def app_aiokafka_consumer(app: AppT) -> AIOKafkaConsumer | None:
     """The aiokafka consumer of *app*, ``None`` when the app has not created it yet."""
     consumer: ConsumerT | None = getattr(app, "_consumer", None)
     return None if consumer is None else aiokafka_consumer(consumer)
+
+
+def group_coordinator(aio: AIOKafkaConsumer) -> Any:  # Any: aiokafka's GroupCoordinator
+    """*aio*'s group coordinator, ``None`` before it started (or without a group)."""
+    return getattr(aio, "_coordinator", None)
 
 
 def install_lease(aio: AIOKafkaConsumer, lease: SessionLease) -> bool:

@@ -1,0 +1,246 @@
+"""Cooperative rebalancing on aiokafka's classic group protocol (KIP-429's way).
+
+aiokafka 0.14 rebalances eagerly: at every rebalance its ``GroupCoordinator``
+revokes every partition before it rejoins (``_on_join_prepare``, which also
+holds back every fetched record until the new assignment is in), and
+replaces the whole assignment, positions included, when the rebalance
+completes (``_on_join_complete``). :func:`install_cooperative` changes both
+steps of one consumer's coordinator:
+
+* **prepare**: a member that rebalanced cooperatively last time (every member
+  of the group offered :data:`PROTOCOL`, the broker chose it) and has not lost
+  its membership since revokes nothing and keeps fetching; its assignor is
+  told (``on_rebalance_prepare(True)``) so that its metadata says the member
+  still owns its partitions (see :mod:`streamjoin.assignment.cooperative`);
+* **complete**: only the partitions the new assignment drops are revoked
+  (the listener's ``on_partitions_revoked`` with just those), the kept
+  partitions keep their fetch state (position, high watermark, pause), the
+  listener's ``on_partitions_assigned`` gets the whole new assignment, and a
+  member that gave partitions up rejoins at once: the follow-up rebalance
+  hands them to their new owner (the leader withholds them until then);
+* **lost**: after the coordinator reset the member's generation (its session
+  expired, or it was fenced) everything it owned is revoked before it
+  rejoins, as in an eager rebalance; the next rebalance after that is eager.
+
+The member offers two protocols, :data:`PROTOCOL` first and then its
+assignor's own name (faust's ``"faust"``) with the same metadata: a group
+with a member that offers only the latter (an older streamjoin, a plain
+faust worker) agrees on it and rebalances eagerly, and once every member
+offers :data:`PROTOCOL` the group turns cooperative without a stop (the
+rolling upgrade). Both protocols run the same assignor.
+
+Private attributes used (aiokafka 0.14.0), on the coordinator that
+:func:`~streamjoin.faust.kafka.session.group_coordinator` finds:
+
+* ``GroupCoordinator._assignors`` (the protocols offered in JoinGroup; the
+  wrapper is put first), ``_subscription`` (the ``SubscriptionState``),
+  ``_group_subscription``, ``_on_join_prepare`` and ``_on_join_complete``
+  (replaced on the instance), ``_lookup_assignor``,
+  ``_stop_commit_offsets_refresh_task``, and streamjoin's mark
+  ``_streamjoin_cooperation`` (the :class:`Cooperation` installed);
+* ``Assignment._tp_state`` and ``TopicPartitionState._assignment`` (a kept
+  partition's fetch state moves into the new assignment);
+* public: ``GroupCoordinator.reset_generation()`` (wrapped: it marks the
+  membership lost), ``request_rejoin()``, ``start_commit_offsets_refresh_task``,
+  ``SubscriptionState.assign_from_subscribed``, ``subscription``,
+  ``listener``, ``assigned_partitions()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from streamjoin.faust.kafka.session import group_coordinator
+
+if TYPE_CHECKING:
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.structs import TopicPartition
+
+__all__ = ["PROTOCOL", "Cooperation", "install_cooperative"]
+
+logger = logging.getLogger(__name__)
+
+#: the protocol name a cooperative member offers first
+PROTOCOL = "streamjoin-cooperative"
+
+
+@dataclass
+class Cooperation:
+    """How one consumer's rebalances went (read by tests and the worker's log)."""
+
+    #: whether this member offers the cooperative protocol at all
+    enabled: bool = True
+    #: the protocol the group agreed on in the latest completed rebalance
+    protocol: str | None = None
+    #: the member lost its membership since its latest rebalance
+    lost: bool = False
+    #: the rebalance under way kept the member's partitions at prepare
+    kept: bool = False
+    #: rebalances completed, and how many of them were cooperative
+    rebalances: int = 0
+    cooperative_rebalances: int = 0
+    #: partitions given up in the latest cooperative rebalance
+    revoked: frozenset[TopicPartition] = field(default_factory=frozenset)
+    #: the eager revocation of everything, started when the membership was
+    #: lost in the middle of a rebalance that had kept the partitions
+    giving_up: asyncio.Task[None] | None = None
+
+
+class _CooperativeProtocol:
+    """The assignor offered under :data:`PROTOCOL`: the member's own assignor
+    under another name (same metadata, same assignment)."""
+
+    def __init__(self, assignor: Any) -> None:  # Any: an aiokafka assignor (untyped)
+        self.assignor = assignor
+        self.name = PROTOCOL
+
+    def metadata(self, topics: Any) -> Any:
+        return self.assignor.metadata(topics)
+
+    def assign(self, cluster: Any, members: Any) -> Any:
+        return self.assignor.assign(cluster, members)
+
+    def on_assignment(self, assignment: Any) -> None:
+        self.assignor.on_assignment(assignment)
+
+    def on_generation_assignment(self, generation: int) -> None:
+        hook = getattr(self.assignor, "on_generation_assignment", None)
+        if hook is not None:
+            hook(generation)
+
+
+async def _call(result: Any) -> None:
+    if inspect.isawaitable(result):
+        await result
+
+
+def install_cooperative(aio: AIOKafkaConsumer, *, enabled: bool = True) -> Cooperation | None:
+    """Make *aio*'s group coordinator rebalance cooperatively (see the module
+    docstring); returns its :class:`Cooperation`, or ``None`` when *aio* has
+    no group coordinator (yet). Installing twice returns the first one."""
+    coordinator = group_coordinator(aio)
+    if coordinator is None or not hasattr(coordinator, "_on_join_prepare"):
+        return None
+    installed: Cooperation | None = getattr(coordinator, "_streamjoin_cooperation", None)
+    if installed is not None:
+        return installed
+    state = Cooperation(enabled=enabled)
+    if enabled:
+        own = list(coordinator._assignors)
+        if own:
+            coordinator._assignors = [_CooperativeProtocol(own[0]), *own]
+    prepare_eagerly = coordinator._on_join_prepare
+    complete_eagerly = coordinator._on_join_complete
+    reset_generation = coordinator.reset_generation
+    subscriptions = coordinator._subscription
+
+    def tell_assignors(kept: bool) -> None:
+        for assignor in coordinator._assignors:
+            hook = getattr(getattr(assignor, "assignor", assignor), "on_rebalance_prepare", None)
+            if hook is not None:
+                hook(kept)
+
+    def _reset_generation() -> None:
+        state.lost = True
+        reset_generation()
+        if state.kept and state.giving_up is None:
+            # lost in the middle of a rebalance that kept the partitions: give
+            # them all up now, while the generation is reset (no commit goes
+            # through), and finish this rebalance eagerly
+            state.kept = False
+            owned = subscriptions.subscription.assignment
+            state.giving_up = asyncio.ensure_future(prepare_eagerly(owned))
+
+    async def _on_join_prepare(previous_assignment: Any) -> None:
+        state.kept = (
+            state.enabled
+            and state.protocol == PROTOCOL
+            and not state.lost
+            and previous_assignment is not None
+            and previous_assignment.active
+        )
+        tell_assignors(state.kept)
+        if not state.kept:
+            state.lost = False
+            await prepare_eagerly(previous_assignment)
+            return
+        coordinator._group_subscription = None
+        logger.info(
+            "cooperative rebalance: keeping %d partition(s) running while the group rebalances",
+            len(previous_assignment.tps),
+        )
+
+    async def _on_join_complete(
+        generation: int, member_id: str, protocol: str, member_assignment_bytes: bytes
+    ) -> None:
+        state.rebalances += 1
+        kept_through = state.kept
+        state.kept = False
+        if state.giving_up is not None:
+            giving_up, state.giving_up = state.giving_up, None
+            await giving_up
+        if not kept_through:
+            # a join that completed is a membership of its own: a loss before it is over
+            state.protocol, state.lost, state.revoked = protocol, False, frozenset()
+            await complete_eagerly(generation, member_id, protocol, member_assignment_bytes)
+            return
+        from aiokafka.coordinator.protocol import ConsumerProtocol
+
+        listener = subscriptions.listener
+        previous = subscriptions.subscription.assignment
+        owned = set(previous.tps) if previous is not None else set()
+        assignment = ConsumerProtocol.ASSIGNMENT.decode(member_assignment_bytes)
+        new = set(assignment.partitions())
+        # the group turned eager (a member offering only the eager protocol joined):
+        # everything is given up before the new assignment comes in
+        lost = protocol != PROTOCOL
+        revoked = owned if lost else owned - new
+        if revoked:
+            logger.info(
+                "%s rebalance: giving up %d partition(s): %s",
+                "eager" if lost else "cooperative",
+                len(revoked),
+                sorted(revoked),
+            )
+            if listener is not None:
+                await _call(listener.on_partitions_revoked(revoked))
+        carried = {
+            tp: previous.state_value(tp) for tp in sorted(owned - revoked) if tp in new
+        } if previous is not None else {}  # fmt: skip
+        subscriptions.assign_from_subscribed(new)
+        fresh = subscriptions.subscription.assignment
+        for tp, tp_state in carried.items():
+            tp_state._assignment = fresh
+            fresh._tp_state[tp] = tp_state
+        assignor = coordinator._lookup_assignor(protocol)
+        if assignor is not None:
+            assignor.on_assignment(assignment)
+        await coordinator._stop_commit_offsets_refresh_task()
+        coordinator.start_commit_offsets_refresh_task(fresh)
+        state.protocol = protocol
+        state.revoked = frozenset(revoked)
+        state.lost = False
+        if not lost:
+            state.cooperative_rebalances += 1
+        assigned = set(subscriptions.assigned_partitions())
+        logger.info(
+            "cooperative rebalance complete: %d kept, %d added, %d given up",
+            len(carried),
+            len(assigned - set(carried)),
+            len(revoked),
+        )
+        if listener is not None:
+            await _call(listener.on_partitions_assigned(assigned))
+        if revoked and not lost:
+            # the partitions given up go to their new owner in the follow-up
+            coordinator.request_rejoin()
+
+    coordinator._on_join_prepare = _on_join_prepare
+    coordinator._on_join_complete = _on_join_complete
+    coordinator.reset_generation = _reset_generation
+    coordinator._streamjoin_cooperation = state
+    return state
