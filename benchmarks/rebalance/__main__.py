@@ -63,6 +63,7 @@ VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
     "warm-ups": ("streamjoin", {}),
     "cold": ("streamjoin", {"STREAMJOIN_MAX_WARMUP_REPLICAS": "0"}),
     "faust": ("faust", {}),
+    "cooperative": ("streamjoin", {"STREAMJOIN_COOPERATIVE": "1"}),
 }
 PHASES = ("scale-out", "scale-in", "kill -9")
 

@@ -22,17 +22,23 @@ them can still be overridden by passing the faust setting explicitly:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import faust
 
 if TYPE_CHECKING:
+    from faust.types import TransportT
+
     from streamjoin.faust.join.operator import Join
     from streamjoin.faust.join.types import TopicArg
     from streamjoin.join.policy import JoinPolicy
 
-__all__ = ["ASSIGNOR", "DEFAULTS", "GROUP_TIMEOUTS", "App"]
+__all__ = ["ASSIGNOR", "COOPERATIVE_ENV", "DEFAULTS", "GROUP_TIMEOUTS", "App"]
+
+#: The environment variable that turns cooperative rebalancing on (``1``)
+COOPERATIVE_ENV = "STREAMJOIN_COOPERATIVE"
 
 #: The partition assignor every streamjoin.App uses unless told otherwise.
 ASSIGNOR = "streamjoin:PartitionAssignor"
@@ -59,11 +65,26 @@ class App(faust.App):
     Arguments are those of :class:`faust.App`; settings missing from
     ``options`` take the values in :data:`DEFAULTS`. With the web server on,
     ``GET /streamjoin/assignment/`` returns the worker's current assignment.
+
+    ``cooperative``: ``True`` makes the worker's consumer rebalance
+    cooperatively at the group protocol's level (docs/assignment.rst,
+    "Cooperative rebalancing") when its broker URL is a ``kafka://`` one;
+    ``None`` (the default) reads ``STREAMJOIN_COOPERATIVE`` (``1``: on), off
+    when unset: faust still stops every task when a rebalance completes, so
+    this is a preview until that part lands.
     """
 
-    def __init__(self, id: str, **options: Any) -> None:  # Any: faust.App's options
+    def __init__(
+        self, id: str, *, cooperative: bool | None = None, **options: Any
+    ) -> None:  # Any: faust.App's options
         for name, value in DEFAULTS.items():
             options.setdefault(name, value)
+        #: whether the worker's consumer rebalances cooperatively
+        self.cooperative = (
+            os.environ.get(COOPERATIVE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+            if cooperative is None
+            else cooperative
+        )
         super().__init__(id, **options)
         from streamjoin.faust.web import add_assignment_page, add_joins_page
 
@@ -71,6 +92,14 @@ class App(faust.App):
         self.joins: dict[str, Join] = {}
         add_assignment_page(self)
         add_joins_page(self)
+
+    def _new_transport(self) -> TransportT:
+        url = self.conf.broker_consumer[0]
+        if self.cooperative and url.scheme in ("kafka", "aiokafka"):
+            from streamjoin.faust.kafka.transport import CooperativeTransport
+
+            return CooperativeTransport(self.conf.broker_consumer, self)
+        return super()._new_transport()
 
     def join(
         self,

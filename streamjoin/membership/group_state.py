@@ -69,6 +69,7 @@ def build_group_state(
                     standbys=_known(info.standbys, partitions),
                     warmups=_known(info.warmups, partitions),
                     offsets={t: dict(o) for t, o in info.offsets.items() if t in partitions},
+                    cooperative=info.cooperative,
                 )
             )
         by_stable[stable] = member.member_id

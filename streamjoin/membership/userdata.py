@@ -72,6 +72,8 @@ class MemberInfo:
     version: int = MEMBER_VERSION
     #: warm-up replicas of its last assignment (changelog topic -> partitions)
     warmups: Partitions = field(default_factory=dict)
+    #: it kept its actives running through this rebalance (cooperative rebalancing)
+    cooperative: bool = False
 
 
 @dataclass(frozen=True)
@@ -167,6 +169,8 @@ def encode_member(info: MemberInfo) -> bytes:
         )
         if info.warmups:
             body["warmups"] = _ranges_map(info.warmups)
+        if info.cooperative:
+            body["cooperative"] = True
     if info.version not in SUPPORTED_MEMBER_VERSIONS:
         raise ValueError(f"cannot encode member userdata version {info.version}")
     return _pack(_MEMBER, info.version, body)
@@ -213,6 +217,7 @@ def decode_member(data: bytes) -> MemberInfo | None:
                 },
                 version=version,
                 warmups=_parts_map(body.get("warmups", {})),
+                cooperative=body.get("cooperative", False) is True,
             )
     except (KeyError, TypeError, ValueError, AttributeError, IndexError):
         return None

@@ -81,6 +81,14 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
         #: stats of the last assignment this member made as the leader
         self.last_assignment: dict[str, Any] = {}
         self.settings = member_settings(app)
+        #: the rebalance under way keeps this member's actives running (see
+        #: streamjoin.faust.kafka.cooperative): its metadata says so
+        self._kept = False
+
+    def on_rebalance_prepare(self, kept: bool) -> None:
+        """The consumer starts a rebalance; *kept*: it keeps its partitions
+        running through it (cooperative), so its actives are what it owns now."""
+        self._kept = kept
 
     # -- aiokafka's AbstractPartitionAssignor --------------------------------
     @property
@@ -113,6 +121,7 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
             standbys=member.get("standbys", {}),
             offsets=self._persisted_offsets(),
             warmups=member.get("warmups", {}),
+            cooperative=self._kept,
         )
         return ConsumerProtocolMemberMetadata(
             self.protocol_version, sorted(topics), encode_member(info)

@@ -23,9 +23,9 @@ steps of one consumer's coordinator:
   rejoins, as in an eager rebalance; the next rebalance after that is eager.
 
 The member offers two protocols, :data:`PROTOCOL` first and then its
-assignor's own name (faust's ``"faust"``) with the same metadata: a group
-with a member that offers only the latter (an older streamjoin, a plain
-faust worker) agrees on it and rebalances eagerly, and once every member
+assignor's own name (streamjoin's ``"streamjoin"``) with the same metadata: a
+group with a member that offers only the latter (an older streamjoin worker)
+agrees on it and rebalances eagerly, and once every member
 offers :data:`PROTOCOL` the group turns cooperative without a stop (the
 rolling upgrade). Both protocols run the same assignor.
 

@@ -137,3 +137,18 @@ def test_warmups_round_trip_both_ways_and_stay_optional() -> None:
     decoded = decode_assignment(encode_assignment(info))
     assert decoded is not None and decoded.warmups == {"imp-changelog": [1]}
     assert decode_assignment(encode_assignment(_assignment())).warmups == {}  # type: ignore[union-attr]
+
+
+def test_the_cooperative_flag_round_trips_reaches_the_core_and_stays_optional() -> None:
+    kept = MemberInfo(
+        id="w", url="http://w:1", host="w", generation=4, actives={"imp": [0]}, cooperative=True
+    )
+    encoded = encode_member(kept)
+    assert decode_member(encoded) == kept
+    plain = decode_member(encode_member(INFO))
+    assert plain is not None and plain.cooperative is False
+    assert b"cooperative" not in zlib.decompress(encode_member(INFO)[4:])
+    state, _ = build_group_state(
+        [JoinedMember("kafka-w", ("imp",), decode_member(encoded))], {"imp": 2}
+    )
+    assert [m.cooperative for m in state.members] == [True]
