@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.abc import ConsumerRebalanceListener
+from aiokafka.errors import KafkaConnectionError
 from aiokafka.structs import OffsetAndMetadata
 from core_assignor import CoreAssignor
 from kafka_util import create_topic
@@ -38,6 +39,7 @@ PARTITIONS = 6
 #: records per partition per second the producer writes
 RATE = 40
 SESSION_MS = 6_000
+REBALANCE_MS = 10_000
 
 
 @dataclass
@@ -103,6 +105,7 @@ class Group:
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             session_timeout_ms=SESSION_MS,
+            rebalance_timeout_ms=REBALANCE_MS,
             heartbeat_interval_ms=500,
             request_timeout_ms=SESSION_MS + 4_000,
             metadata_max_age_ms=2_000,
@@ -329,6 +332,55 @@ async def test_a_member_that_lost_its_membership_gives_everything_up(group: Grou
     assert first.owned() | second.owned() == set(range(PARTITIONS))
     await group.stop_producing()
     await group.until("every record consumed", group.drained)
+
+
+async def test_a_member_killed_after_giving_up_its_share_loses_nothing(group: Group) -> None:
+    """kill -9 of the member that was revoking, before the follow-up rebalance:
+    what it gave up is committed and reaches the other member; what it kept
+    goes there too once the group drops it (read again from its last commit,
+    never skipped)."""
+    group.start_producing()
+    first = await group.join("m1")
+    await group.until("m1 owning everything", lambda: first.owned() == set(range(PARTITIONS)))
+    await group.until("m1 consuming", lambda: len(first.consumed) > 100)
+    coordinator = first.consumer._coordinator
+    send = coordinator._send_req
+    dead, buried = asyncio.Event(), asyncio.Event()
+
+    async def silent_once_dead(request: Any) -> Any:
+        if dead.is_set():  # a dead process sends nothing more
+            await buried.wait()
+            raise KafkaConnectionError("the process is dead")
+        return await send(request)
+
+    coordinator._send_req = silent_once_dead
+    revoke = first.on_partitions_revoked
+
+    async def revoke_then_die(revoked: Any) -> None:
+        await revoke(revoked)
+        if revoked:
+            dead.set()
+            assert first.task is not None
+            first.task.cancel()
+
+    first.on_partitions_revoked = revoke_then_die  # type: ignore[method-assign]
+    second = await group.join("m2")
+    await group.until("m1 dying after its revoke", dead.is_set)
+    given_up = first.revoked()[0]
+    await group.until(
+        "m2 owning everything", lambda: second.owned() == set(range(PARTITIONS)), timeout=90
+    )
+    await group.stop_producing()
+    await group.until("every record consumed", group.drained)
+    by_partition: dict[int, list[int]] = {}
+    for m in group.members:
+        for p, offset, _ in m.consumed:
+            by_partition.setdefault(p, []).append(offset)
+    for p, offsets in sorted(by_partition.items()):
+        assert set(offsets) == set(range(group.produced[p])), f"partition {p}: a hole"
+        if p in given_up:  # committed when given up: not one record read twice
+            assert len(offsets) == len(set(offsets)), f"partition {p} given up: read twice"
+    buried.set()  # (so that closing the dead consumer does not hang)
 
 
 def _all_revoked(member: Member) -> frozenset[int]:
