@@ -391,6 +391,25 @@ def feed_back(doc: Doc, out: Doc, warmup_offset: int = 100) -> Doc:
     return dict(doc, members=members)
 
 
+def churn_doc() -> Doc:
+    """The churn tests' starting group: a join with a changelog, an aggregate
+    with one, a global table, one standby, four workers on their own hosts and
+    two racks."""
+    topics = {"imp": 12, "clk": 12, "imp-changelog": 12, "agg": 5, "agg-changelog": 5, "g": 3}
+    return {
+        "topics": topics,
+        "copartition": [["imp", "clk"]],
+        "changelogs": ["imp-changelog", "agg-changelog"],
+        "global_changelogs": ["g"],
+        "standby_replicas": 1,
+        "acceptable_recovery_lag": 50,
+        "members": [
+            {"id": f"w{i}", "topics": sorted(topics), "host": f"h{i}", "rack": f"r{i % 2}"}
+            for i in range(4)
+        ],
+    }
+
+
 def ad_join_doc(members: int = 8, **extra: Any) -> Doc:
     """faust's peer case a: impressions+clicks and two changelogs, 64 partitions, 1 standby."""
     topics = {"imp": 64, "clk": 64, "imp-changelog": 64, "clk-changelog": 64}

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from invariants import (
     ad_join_doc,
     check_all,
+    churn_doc,
     feed_back,
     minimum_moves,
     moves,
@@ -229,19 +230,7 @@ def _churn_step(doc: Doc, out: Doc, rnd: random.Random, serial: int) -> tuple[Do
 
 def test_churn_keeps_every_invariant_every_round() -> None:
     rnd = random.Random(20261122)
-    topics = {"imp": 12, "clk": 12, "imp-changelog": 12, "agg": 5, "agg-changelog": 5, "g": 3}
-    doc: Doc = {
-        "topics": topics,
-        "copartition": [["imp", "clk"]],
-        "changelogs": ["imp-changelog", "agg-changelog"],
-        "global_changelogs": ["g"],
-        "standby_replicas": 1,
-        "acceptable_recovery_lag": 50,
-        "members": [
-            {"id": f"w{i}", "topics": sorted(topics), "host": f"h{i}", "rack": f"r{i % 2}"}
-            for i in range(4)
-        ],
-    }
+    doc = churn_doc()
     events: dict[str, int] = {}
     out = assign_document(doc)
     for serial in range(220):

@@ -9,7 +9,7 @@ import random
 from typing import Any
 
 import pytest
-from invariants import ad_join_doc, check_all, feed_back
+from invariants import ad_join_doc, check_all, churn_doc, feed_back
 from test_assignment_properties import _churn_step
 
 from streamjoin.assignment import assign, assign_document, parse_group_state
@@ -175,21 +175,7 @@ def test_churn_never_hands_a_partition_over_in_one_generation_and_converges() ->
     changing, it settles within two rounds into an assignment that keeps every
     invariant."""
     rnd = random.Random(20261126)
-    topics = {"imp": 12, "clk": 12, "imp-changelog": 12, "agg": 5, "agg-changelog": 5, "g": 3}
-    doc: Doc = cooperative(
-        {
-            "topics": topics,
-            "copartition": [["imp", "clk"]],
-            "changelogs": ["imp-changelog", "agg-changelog"],
-            "global_changelogs": ["g"],
-            "standby_replicas": 1,
-            "acceptable_recovery_lag": 50,
-            "members": [
-                {"id": f"w{i}", "topics": sorted(topics), "host": f"h{i}", "rack": f"r{i % 2}"}
-                for i in range(4)
-            ],
-        }
-    )
+    doc: Doc = cooperative(churn_doc())
     out = assign_document(doc)
     events: dict[str, int] = {}
     withheld = settled = 0
