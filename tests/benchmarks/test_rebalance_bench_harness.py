@@ -44,10 +44,11 @@ def test_the_table_gives_ratios_against_warm_ups_per_phase() -> None:
     assert faust.split()[-3:] == ["1", "-", "-"]  # no kept task, no warm-ups run
 
 
-def test_every_variant_is_run_by_default() -> None:
+def test_the_three_comparisons_run_by_default_and_the_preview_by_name() -> None:
     args = rebalance.build_parser().parse_args([])
     assert args.variants.split(",") == ["warm-ups", "cold", "faust"]
     assert rebalance.VARIANTS["cold"][1] == {"STREAMJOIN_MAX_WARMUP_REPLICAS": "0"}
+    assert rebalance.VARIANTS["cooperative"] == ("streamjoin", {"STREAMJOIN_COOPERATIVE": "1"})
 
 
 def test_a_task_with_no_progress_in_the_whole_phase_is_shown_as_at_least_the_phase() -> None:
