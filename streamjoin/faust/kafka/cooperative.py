@@ -13,7 +13,8 @@ steps of one consumer's coordinator:
   told (``on_rebalance_prepare(True)``) so that its metadata says the member
   still owns its partitions (see :mod:`streamjoin.assignment.cooperative`);
 * **complete**: only the partitions the new assignment drops are revoked
-  (the listener's ``on_partitions_revoked`` with just those), the kept
+  (the listener's ``on_partitions_revoked`` with just those, possibly none:
+  it is called at every rebalance, as in an eager one), the kept
   partitions keep their fetch state (position, high watermark, pause), the
   listener's ``on_partitions_assigned`` gets the whole new assignment, and a
   member that gave partitions up rejoins at once: the follow-up rebalance
@@ -106,11 +107,6 @@ class _CooperativeProtocol:
 
     def on_assignment(self, assignment: Any) -> None:
         self.assignor.on_assignment(assignment)
-
-    def on_generation_assignment(self, generation: int) -> None:
-        hook = getattr(self.assignor, "on_generation_assignment", None)
-        if hook is not None:
-            hook(generation)
 
 
 async def _call(result: Any) -> None:
@@ -206,8 +202,10 @@ def install_cooperative(aio: AIOKafkaConsumer, *, enabled: bool = True) -> Coope
                 len(revoked),
                 sorted(revoked),
             )
-            if listener is not None:
-                await _call(listener.on_partitions_revoked(revoked))
+        if listener is not None:
+            # called even with nothing to give up, as aiokafka's eager rebalance
+            # does: faust starts its rebalance there (app.on_rebalance_start)
+            await _call(listener.on_partitions_revoked(revoked))
         carried = {
             tp: previous.state_value(tp) for tp in sorted(owned - revoked) if tp in new
         } if previous is not None else {}  # fmt: skip
