@@ -52,7 +52,15 @@ from streamjoin.assignment.warmups import settle
 # scenario b's fresh call 12% slower).
 _FEW_TOPICS = 4
 
-__all__ = ["MemberTables", "Placement", "as_built", "assign", "member_tables", "place"]
+__all__ = [
+    "MemberTables",
+    "Placement",
+    "as_built",
+    "assign",
+    "check_handovers",
+    "member_tables",
+    "place",
+]
 
 
 def assign(state: GroupState) -> Assignment:
@@ -62,12 +70,7 @@ def assign(state: GroupState) -> Assignment:
     """
     placed = place(state)
     tables = member_tables(placed, tuple)
-    if placed.stats["protocol"] != "eager":
-        check_one_owner(
-            placed.members,
-            {member.id: tables.actives[m] for m, member in enumerate(placed.members)},
-            state.global_changelogs,
-        )
+    check_handovers(placed, tables)
     return Assignment(
         members={
             member.id: MemberAssignment(
@@ -275,6 +278,18 @@ def member_tables(placed: Placement, make: Callable[[list[int]], Frozen]) -> Mem
             for topic in topics:
                 table[topic] = value
     return MemberTables(actives, backups, warming)
+
+
+def check_handovers(placed: Placement, tables: MemberTables[Frozen]) -> None:
+    """The leader's last check before it answers: unless the group is eager, no
+    partition in *tables* goes to a member while a cooperative member still
+    owns it (:func:`.cooperative.check_one_owner`)."""
+    if placed.stats["protocol"] != "eager":
+        check_one_owner(
+            placed.members,
+            {member.id: tables.actives[m] for m, member in enumerate(placed.members)},
+            placed.state.global_changelogs,
+        )
 
 
 def as_built(parts: list[int]) -> list[int]:

@@ -48,8 +48,12 @@ def protocol(members: Sequence[MemberState]) -> str:
     return "eager" if True not in flags else "mixed"
 
 
-def _latest(members: Sequence[MemberState]) -> int | None:
-    return max((m.generation for m in members if m.generation is not None), default=None)
+def _live(members: Sequence[MemberState]) -> list[int]:
+    """Indices of the members whose claims are live: cooperative, of the latest generation."""
+    latest = max((m.generation for m in members if m.generation is not None), default=None)
+    if latest is None:
+        return []
+    return [i for i, m in enumerate(members) if m.cooperative and m.generation == latest]
 
 
 def live_owners(
@@ -57,15 +61,10 @@ def live_owners(
 ) -> dict[Task, tuple[int, ...]]:
     """Task -> the indices (into *members*) of its live owners, sorted; tasks
     no cooperative member of the latest generation claims are left out."""
-    latest = _latest(members)
-    if latest is None:
-        return {}
     group_of = {topic: g.index for g in groups for topic in g.topics}
     found: dict[Task, set[int]] = {}
-    for m, member in enumerate(members):
-        if not member.cooperative or member.generation != latest:
-            continue
-        for topic, parts in member.actives.items():
+    for m in _live(members):
+        for topic, parts in members[m].actives.items():
             gi = group_of.get(topic)
             if gi is None:
                 continue
@@ -93,13 +92,9 @@ def check_one_owner(
     partitions, the new assignment) gives a partition to a member while
     another cooperative member of the latest generation still claims it; global
     changelog topics (every member reads them) are left out."""
-    latest = _latest(members)
-    if latest is None:
-        return
     claimed: dict[tuple[str, int], list[str]] = {}
-    for member in members:
-        if not member.cooperative or member.generation != latest:
-            continue
+    for m in _live(members):
+        member = members[m]
         for topic, parts in member.actives.items():
             if topic in global_topics:
                 continue

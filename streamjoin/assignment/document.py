@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from streamjoin.assignment.assignor import as_built, member_tables, place
-from streamjoin.assignment.cooperative import check_one_owner
+from streamjoin.assignment.assignor import as_built, check_handovers, member_tables, place
 from streamjoin.assignment.document_members import (
     _fail,
     _int,
@@ -134,12 +133,7 @@ def assign_document(doc: Any) -> dict[str, Any]:
     """
     placed = place(_parse(doc, share=True))  # the state does not outlive this call
     tables = member_tables(placed, as_built)
-    if placed.stats["protocol"] != "eager":
-        check_one_owner(
-            placed.members,
-            {member.id: tables.actives[m] for m, member in enumerate(placed.members)},
-            placed.state.global_changelogs,
-        )
+    check_handovers(placed, tables)
     return {
         "assignment": {
             member.id: {

@@ -163,13 +163,18 @@ class Group:
             for m in self.members
         )
 
-    def drained(self) -> bool:
-        """Every produced record consumed by someone."""
-        seen: dict[int, int] = {}
+    def offsets_read(self) -> dict[int, list[int]]:
+        """Per partition, every offset any member consumed (repeats included)."""
+        read: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
         for m in self.members:
             for p, offset, _ in m.consumed:
-                seen[p] = max(seen.get(p, -1), offset)
-        return all(seen.get(p, -1) == n - 1 for p, n in self.produced.items())
+                read[p].append(offset)
+        return read
+
+    def drained(self) -> bool:
+        """Every produced record consumed by someone."""
+        read = self.offsets_read()
+        return all(max(read[p], default=-1) == n - 1 for p, n in self.produced.items())
 
     async def leave(self, member: Member) -> None:
         """Stop *member* as a worker shuts down: stop consuming, commit, leave."""
@@ -195,11 +200,7 @@ class Group:
     def check_each_offset_read_once(self) -> None:
         """Over all members, each produced offset of each partition was consumed
         exactly once: no repeat, no hole."""
-        by_partition: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
-        for m in self.members:
-            for p, offset, _ in m.consumed:
-                by_partition[p].append(offset)
-        for p, offsets in by_partition.items():
+        for p, offsets in self.offsets_read().items():
             repeats = len(offsets) - len(set(offsets))
             holes = set(range(self.produced[p])) - set(offsets)
             assert repeats == 0 and not holes, (
@@ -372,11 +373,7 @@ async def test_a_member_killed_after_giving_up_its_share_loses_nothing(group: Gr
     )
     await group.stop_producing()
     await group.until("every record consumed", group.drained)
-    by_partition: dict[int, list[int]] = {}
-    for m in group.members:
-        for p, offset, _ in m.consumed:
-            by_partition.setdefault(p, []).append(offset)
-    for p, offsets in sorted(by_partition.items()):
+    for p, offsets in sorted(group.offsets_read().items()):
         assert set(offsets) == set(range(group.produced[p])), f"partition {p}: a hole"
         if p in given_up:  # committed when given up: not one record read twice
             assert len(offsets) == len(set(offsets)), f"partition {p} given up: read twice"

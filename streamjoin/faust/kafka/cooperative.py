@@ -73,8 +73,6 @@ PROTOCOL = "streamjoin-cooperative"
 class Cooperation:
     """How one consumer's rebalances went (read by tests and the worker's log)."""
 
-    #: whether this member offers the cooperative protocol at all
-    enabled: bool = True
     #: the protocol the group agreed on in the latest completed rebalance
     protocol: str | None = None
     #: the member lost its membership since its latest rebalance
@@ -114,7 +112,7 @@ async def _call(result: Any) -> None:
         await result
 
 
-def install_cooperative(aio: AIOKafkaConsumer, *, enabled: bool = True) -> Cooperation | None:
+def install_cooperative(aio: AIOKafkaConsumer) -> Cooperation | None:
     """Make *aio*'s group coordinator rebalance cooperatively (see the module
     docstring); returns its :class:`Cooperation`, or ``None`` when *aio* has
     no group coordinator (yet). Installing twice returns the first one."""
@@ -124,19 +122,18 @@ def install_cooperative(aio: AIOKafkaConsumer, *, enabled: bool = True) -> Coope
     installed: Cooperation | None = getattr(coordinator, "_streamjoin_cooperation", None)
     if installed is not None:
         return installed
-    state = Cooperation(enabled=enabled)
-    if enabled:
-        own = list(coordinator._assignors)
-        if own:
-            coordinator._assignors = [_CooperativeProtocol(own[0]), *own]
+    state = Cooperation()
+    own = list(coordinator._assignors)
+    if own:
+        coordinator._assignors = [_CooperativeProtocol(own[0]), *own]
     prepare_eagerly = coordinator._on_join_prepare
     complete_eagerly = coordinator._on_join_complete
     reset_generation = coordinator.reset_generation
     subscriptions = coordinator._subscription
 
     def tell_assignors(kept: bool) -> None:
-        for assignor in coordinator._assignors:
-            hook = getattr(getattr(assignor, "assignor", assignor), "on_rebalance_prepare", None)
+        for assignor in own:  # (the wrapper offers own[0] under another name)
+            hook = getattr(assignor, "on_rebalance_prepare", None)
             if hook is not None:
                 hook(kept)
 
@@ -153,8 +150,7 @@ def install_cooperative(aio: AIOKafkaConsumer, *, enabled: bool = True) -> Coope
 
     async def _on_join_prepare(previous_assignment: Any) -> None:
         state.kept = (
-            state.enabled
-            and state.protocol == PROTOCOL
+            state.protocol == PROTOCOL
             and not state.lost
             and previous_assignment is not None
             and previous_assignment.active

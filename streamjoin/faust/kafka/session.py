@@ -27,6 +27,7 @@ not current.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Iterable
@@ -77,6 +78,14 @@ def app_aiokafka_consumer(app: AppT) -> AIOKafkaConsumer | None:
     return None if consumer is None else aiokafka_consumer(consumer)
 
 
+def _thread_loop(consumer: ConsumerT) -> asyncio.AbstractEventLoop | None:
+    """The event loop of *consumer*'s thread, where aiokafka's objects live."""
+    loop: asyncio.AbstractEventLoop | None = getattr(
+        getattr(consumer, "_thread", None), "thread_loop", None
+    )
+    return loop
+
+
 def group_coordinator(aio: AIOKafkaConsumer) -> Any:  # Any: aiokafka's GroupCoordinator
     """*aio*'s group coordinator, ``None`` before it started (or without a group)."""
     return getattr(aio, "_coordinator", None)
@@ -84,7 +93,7 @@ def group_coordinator(aio: AIOKafkaConsumer) -> Any:  # Any: aiokafka's GroupCoo
 
 def install_lease(aio: AIOKafkaConsumer, lease: SessionLease) -> bool:
     """Make *aio*'s group coordinator keep *lease*; returns whether it was wrapped now."""
-    coordinator = getattr(aio, "_coordinator", None)
+    coordinator = group_coordinator(aio)
     if coordinator is None or getattr(coordinator, "_streamjoin_lease", None) is lease:
         return False
     original = coordinator._send_req
@@ -138,9 +147,8 @@ def hold_fetches(consumer: ConsumerT, tps: Iterable[TP], held: bool) -> bool:
     Returns whether the consumer was running to take it."""
     from aiokafka.structs import TopicPartition
 
-    thread = getattr(consumer, "_thread", None)
     aio = aiokafka_consumer(consumer)
-    loop = getattr(thread, "thread_loop", None)
+    loop = _thread_loop(consumer)
     if aio is None or loop is None:
         return False
     parts = [TopicPartition(tp.topic, tp.partition) for tp in sorted(tps)]
@@ -150,9 +158,9 @@ def hold_fetches(consumer: ConsumerT, tps: Iterable[TP], held: bool) -> bool:
 
 def request_rebalance(app: AppT) -> bool:
     """Make this worker's Kafka consumer rejoin its group (from any thread)."""
-    thread = getattr(app.consumer, "_thread", None)
-    coordinator = getattr(aiokafka_consumer(app.consumer), "_coordinator", None)
-    loop = getattr(thread, "thread_loop", None)
+    aio = aiokafka_consumer(app.consumer)
+    coordinator = None if aio is None else group_coordinator(aio)
+    loop = _thread_loop(app.consumer)
     if coordinator is None or loop is None:
         logger.warning("streamjoin: cannot request a rebalance: the consumer is not running")
         return False

@@ -5,7 +5,8 @@ consumer's group coordinator rebalances cooperatively
 (:func:`~streamjoin.faust.kafka.cooperative.install_cooperative`), installed
 right after the aiokafka consumer started and before it subscribes, so that
 its very first JoinGroup already offers the cooperative protocol.
-``streamjoin.App`` uses it unless ``cooperative=False``.
+``streamjoin.App`` uses it when cooperative rebalancing is on
+(``cooperative=True`` or ``STREAMJOIN_COOPERATIVE=1``; off by default).
 
 Subclassed (faust-streaming 0.15.3): ``faust.transport.drivers.aiokafka``'s
 ``Transport`` (its ``Consumer`` class attribute), ``Consumer``
