@@ -205,6 +205,16 @@ SEAM = {
     "_tp_state": "cooperative.py",
     "_assignment": "cooperative.py",
     "_streamjoin_cooperation": "cooperative.py",
+    # faust's rebalance steps, taken only for what a cooperative rebalance changes
+    "_active_partitions": "incremental.py",
+    "_paused_partitions": "incremental.py",
+    "_gap": "incremental.py",
+    "_unacked_messages": "incremental.py",
+    "_set_active_tps": "incremental.py",
+    "_update_assignment": "incremental.py",
+    "_producer_flush": "incremental.py",
+    "_queues": "incremental.py",
+    "_queue": "incremental.py",
     # aiokafka producer and client
     "_ensure_producer": "producer.py",
     "_partition": "producer.py",

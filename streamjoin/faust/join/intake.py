@@ -162,10 +162,11 @@ class Intake:
                 if exclusive:
                     read_offset[tp] = batch[-1].offset
             else:
-                self.sought_back += 1
                 if not exclusive:
                     records.pop(tp)
-                await consumer.seek(tp, batch[0].offset)
+                if tp in consumer.assignment():  # (not given up meanwhile)
+                    self.sought_back += 1
+                    await consumer.seek(tp, batch[0].offset)
         while self.buffered() >= self.high_water and self.accepting():
             if consumer.should_stop:
                 return
@@ -208,11 +209,14 @@ class Intake:
         else:
             self._held.setdefault(tp, []).append((offset, event))
 
-    def reset(self) -> None:
-        """Partitions are revoked: held events are dropped unacknowledged (the
-        next assignment reads them again from the committed offset)."""
-        self._held.clear()
-        self._applied.clear()
+    def reset(self, partitions: set[int] | None = None) -> None:
+        """Partitions are revoked (``None``: all): their held events are dropped
+        unacknowledged (their next owner reads them again from the committed
+        offset)."""
+        for tp in sorted(set(self._held) | set(self._applied)):
+            if partitions is None or tp.partition in partitions:
+                self._held.pop(tp, None)
+                self._applied.pop(tp, None)
 
     def drained(self) -> None:
         """A batch took buffered records (or they were dropped): fetching may go on."""

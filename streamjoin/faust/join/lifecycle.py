@@ -1,13 +1,15 @@
 """A join's tasks across rebalances: which stay open, which close, which open.
 
-faust rebalances eagerly: every partition is revoked, then the new
+In an eager rebalance (faust's own) every partition is revoked, then the new
 assignment arrives. A task whose partition stays on this worker is parked at
 the revoke (its buffered records dropped unacknowledged) and goes on with its
-open state and indexes; only the tasks that left are closed. The task of
-every assigned partition is opened (or resumed) as soon as its tables are
-restored, even before its next record: a task whose inputs saw their last
-records before the rebalance still has decisions to let out once its inputs
-go idle.
+open state and indexes; only the tasks that left are closed. In a
+cooperative one (:mod:`streamjoin.faust.kafka.incremental`) only the tasks
+given up are parked, then closed; the others keep running, untouched. The
+task of every assigned partition is opened (or resumed) as soon as its
+tables are restored, even before its next record: a task whose inputs saw
+their last records before the rebalance still has decisions to let out once
+its inputs go idle.
 """
 
 from __future__ import annotations
@@ -106,6 +108,11 @@ class TaskSet:
         self._lapse_logged = False
         #: partition -> time.time() its batch was abandoned (see abandon)
         self._abandoned: dict[int, float] = {}
+        #: partitions given up in the cooperative rebalance under way
+        self._given_up: set[int] = set()
+        #: whether the revoke under way hands tasks over (the batch in flight
+        #: must be durable before the member rejoins)
+        self._handover = False
 
     def waiting(self) -> int:
         """Records received and not yet in a batch, over every live task."""
@@ -209,6 +216,8 @@ class TaskSet:
     def owned(self, partition: int) -> bool:
         """May this worker run *partition*'s task now (its changelog is fenced for
         it, and restored since a batch of it was abandoned)?"""
+        if partition in self._given_up:
+            return False
         abandoned = self._abandoned.get(partition)
         if abandoned is not None:
             ready = self._restored_at
@@ -252,24 +261,39 @@ class TaskSet:
         )
         return task
 
-    def on_revoke(self) -> None:
+    def on_revoke(self, partitions: set[int] | None = None) -> None:
         """Partitions are being revoked (a rebalance or a shutdown): drop buffered records.
 
         They are dropped unacknowledged, so faust does not commit them (the
         join sets ``stream_wait_empty`` off: faust does not wait for them
         either); whoever runs the task next reads them again from the
         committed offset, which is never past the task state's position.
-        Every task is parked, not closed (faust rebalances eagerly: every
-        partition is revoked, then the new assignment comes): the ones that
-        stay here go on with their state and indexes, the others are closed
-        by :meth:`on_rebalance`. A batch already being made durable completes.
+
+        *partitions* ``None`` (an eager rebalance: every partition is
+        revoked, then the new assignment comes): every task is parked, not
+        closed; the ones that stay here go on with their state and indexes,
+        the others are closed by :meth:`on_rebalance`. Otherwise (a
+        cooperative rebalance) only the tasks of *partitions* are parked
+        (closed by :meth:`on_rebalance`) and no record of them is accepted
+        until then; every other task keeps running. A batch already being
+        made durable completes.
         """
-        self.revoking = True
-        self.buffered = 0
-        for partition in sorted(self.live):
-            self.live[partition].park()
-        self.parked.update(self.live)
-        self.live.clear()
+        if partitions is None:
+            self.revoking = True
+            self._handover = True
+            self.buffered = 0
+            for partition in sorted(self.live):
+                self.live[partition].park()
+            self.parked.update(self.live)
+            self.live.clear()
+            return
+        self._given_up |= partitions
+        self._handover = bool(partitions)
+        for partition in sorted(partitions & set(self.live)):
+            task = self.live.pop(partition)
+            task.park()
+            self.parked[partition] = task
+        self.buffered = self.waiting()
 
     async def on_revoked(self, *_: object, **__: object) -> None:
         """faust's ``on_partitions_revoked`` signal: a clean handover.
@@ -280,6 +304,8 @@ class TaskSet:
         broker. A batch that is not durable within the handover bound is
         abandoned at its next step instead (see :meth:`still_owner`).
         """
+        if not self._handover:
+            return  # a cooperative rebalance that gives none of the join's tasks up
         bound = HANDOVER_SHARE * self._session_timeout()
         try:
             await asyncio.wait_for(self.lock.acquire(), bound)
@@ -302,7 +328,9 @@ class TaskSet:
         record if the offset is unchanged then (:meth:`task`).
         """
         self.revoking = False
+        self._handover = False
         async with self.lock:
+            self._given_up.clear()
             keep = {tp.partition for tp in assigned if tp.topic == self.config.left_topic}
             self.assigned = frozenset(keep)
             offset_key = self._offset_key()

@@ -163,11 +163,17 @@ class Join:
 
     # -- rebalances -----------------------------------------------------------------
 
-    def on_revoke(self) -> None:
+    def on_revoke(self, revoked: set[TP] | None = None) -> None:
         """Partitions are being revoked: buffered records are dropped unacknowledged
-        and every task is parked (:meth:`TaskSet.on_revoke`)."""
-        self.intake.reset()
-        self.tasks.on_revoke()
+        and every task is parked (:meth:`TaskSet.on_revoke`); in a cooperative
+        rebalance (*revoked* given) only those of the partitions in *revoked*."""
+        if revoked is None:
+            self.intake.reset()
+            self.tasks.on_revoke()
+            return
+        partitions = {tp.partition for tp in revoked if tp.topic in self.config.topics}
+        self.intake.reset(partitions)
+        self.tasks.on_revoke(partitions)
 
     async def _on_assigned(self, assigned: set[TP]) -> None:
         self.intake.install()  # before the first fetch of the join's partitions

@@ -20,6 +20,11 @@ Private attributes it depends on (faust-streaming 0.15.3, aiokafka 0.14.0):
 * aiokafka ``AIOKafkaConsumer._fetcher`` and its ``Fetcher._fetch_max_wait_ms``;
 * faust ``App._fetcher`` (the service that runs the consumer's fetches;
   started again once tables are restored, as faust's recovery does).
+
+:func:`forget_offsets` and :func:`note_committed` are the offset steps of
+faust's ``on_partitions_revoked`` and ``perform_seek``, for a cooperative
+rebalance that gives up or adds only some partitions
+(:mod:`~streamjoin.faust.kafka.incremental`).
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ __all__ = [
     "active_partitions",
     "buffered_partitions",
     "committed_offset",
+    "forget_offsets",
+    "note_committed",
     "read_offsets",
     "readers",
     "shorten_fetch_wait",
@@ -138,3 +145,23 @@ def ack_range(consumer: ConsumerT, tp: TP, first: int, last: int) -> int:
         consumer._n_acked += len(offsets)
         notify(consumer._waiting_for_ack)
         return len(offsets)
+
+
+def forget_offsets(consumer: ConsumerT, tps: Collection[TP]) -> None:
+    """Drop faust's read, committed and acked notes of *tps* (no longer assigned)."""
+    faust_consumer = cast("Consumer", consumer)
+    for tp in tps:
+        faust_consumer._acked.pop(tp, None)
+        faust_consumer._acked_index.pop(tp, None)
+        faust_consumer._read_offset.pop(tp, None)
+        faust_consumer._committed_offset.pop(tp, None)
+
+
+def note_committed(consumer: ConsumerT, offsets: Mapping[TP, int | None]) -> None:
+    """Note the group's committed *offsets* (just sought to) as faust's
+    ``perform_seek`` does: read from there, committed there."""
+    faust_consumer = cast("Consumer", consumer)
+    for tp, offset in offsets.items():
+        faust_consumer._read_offset[tp] = offset if offset is not None and offset >= 0 else None
+        if offset:
+            faust_consumer._committed_offset[tp] = offset

@@ -84,6 +84,11 @@ class Cooperation:
     cooperative_rebalances: int = 0
     #: partitions given up in the latest cooperative rebalance
     revoked: frozenset[TopicPartition] = field(default_factory=frozenset)
+    #: the listener's calls of a cooperative rebalance are under way: the
+    #: partitions not given up kept running (see :mod:`.incremental`)
+    incremental: bool = False
+    #: follow-up rebalances requested after giving up an active partition
+    followups: int = 0
     #: the eager revocation of everything, started when the membership was
     #: lost in the middle of a rebalance that had kept the partitions
     giving_up: asyncio.Task[None] | None = None
@@ -198,6 +203,40 @@ def install_cooperative(aio: AIOKafkaConsumer) -> Cooperation | None:
                 len(revoked),
                 sorted(revoked),
             )
+        # the follow-up is needed only when an owned (active) partition is given
+        # up: the leader withholds those, never a replica (standby, warm-up)
+        followup = not lost and gives_up_an_owner(revoked)
+        state.incremental = not lost
+        try:
+            await complete_incrementally(
+                assignment, protocol, previous, owned, revoked, new, listener
+            )
+        finally:
+            state.incremental = False
+        if followup:
+            # the partitions given up go to their new owner in the follow-up
+            state.followups += 1
+            coordinator.request_rejoin()
+
+    def gives_up_an_owner(revoked: set[Any]) -> bool:
+        """Is one of *revoked* an active partition of the member's assignor (read
+        before the new assignment replaces them)? Without that hook: any."""
+        read = getattr(own[0], "assigned_actives", None) if own else None
+        if read is None:
+            return bool(revoked)
+        actives = set(read())
+        return any(tp in actives for tp in revoked)
+
+    async def complete_incrementally(
+        assignment: Any,
+        protocol: str,
+        previous: Any,
+        owned: set[Any],
+        revoked: set[Any],
+        new: set[Any],
+        listener: Any,
+    ) -> None:
+        lost = protocol != PROTOCOL
         if listener is not None:
             # called even with nothing to give up, as aiokafka's eager rebalance
             # does: faust starts its rebalance there (app.on_rebalance_start)
@@ -229,9 +268,6 @@ def install_cooperative(aio: AIOKafkaConsumer) -> Cooperation | None:
         )
         if listener is not None:
             await _call(listener.on_partitions_assigned(assigned))
-        if revoked and not lost:
-            # the partitions given up go to their new owner in the follow-up
-            coordinator.request_rejoin()
 
     coordinator._on_join_prepare = _on_join_prepare
     coordinator._on_join_complete = _on_join_complete

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = [
     "aiokafka_consumer",
     "app_aiokafka_consumer",
+    "call_in_consumer_thread",
     "group_coordinator",
     "hold_fetches",
     "install_lease",
@@ -70,6 +71,15 @@ def aiokafka_consumer(consumer: ConsumerT) -> AIOKafkaConsumer | None:
     thread = getattr(consumer, "_thread", None)
     found: AIOKafkaConsumer | None = getattr(thread, "_consumer", None)
     return found
+
+
+async def call_in_consumer_thread(consumer: ConsumerT, fun: Any, *args: Any) -> Any:
+    """``await fun(*args)`` in faust's consumer thread (where the aiokafka
+    consumer lives), as faust's own calls to it do. Any: aiokafka is untyped."""
+    thread = getattr(consumer, "_thread", None)
+    if thread is None:
+        return await fun(*args)
+    return await thread.call_thread(fun, *args)
 
 
 def app_aiokafka_consumer(app: AppT) -> AIOKafkaConsumer | None:

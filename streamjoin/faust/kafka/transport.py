@@ -1,16 +1,27 @@
 """faust's aiokafka transport with cooperative rebalancing.
 
 The same transport as faust's ``kafka://`` one, except that its worker
-consumer's group coordinator rebalances cooperatively
-(:func:`~streamjoin.faust.kafka.cooperative.install_cooperative`), installed
-right after the aiokafka consumer started and before it subscribes, so that
-its very first JoinGroup already offers the cooperative protocol.
-``streamjoin.App`` uses it when cooperative rebalancing is on
-(``cooperative=True`` or ``STREAMJOIN_COOPERATIVE=1``; off by default).
+consumer rebalances cooperatively:
+
+* its group coordinator
+  (:func:`~streamjoin.faust.kafka.cooperative.install_cooperative`) is
+  installed right after the aiokafka consumer started and before it
+  subscribes, so that its very first JoinGroup already offers the
+  cooperative protocol;
+* in a cooperative rebalance its ``on_partitions_revoked`` and
+  ``on_partitions_assigned`` take faust's steps only for what was given up
+  and what was added (:mod:`~streamjoin.faust.kafka.incremental`); in an
+  eager one (the group has an eager member, or this member lost its
+  membership) they are faust's own.
+
+``streamjoin.App`` uses it unless cooperative rebalancing is turned off; a
+plain faust app opts in with the broker URL scheme ``streamjoin-kafka://``
+(an entry point of ``faust.transports``).
 
 Subclassed (faust-streaming 0.15.3): ``faust.transport.drivers.aiokafka``'s
 ``Transport`` (its ``Consumer`` class attribute), ``Consumer``
-(``_new_consumer_thread``, faust's factory of its consumer thread) and
+(``_new_consumer_thread``, faust's factory of its consumer thread;
+``on_partitions_revoked`` and ``on_partitions_assigned``) and
 ``AIOKafkaConsumerThread`` (``on_start``); the consumer it creates is read
 through :func:`~streamjoin.faust.kafka.session.aiokafka_consumer`.
 """
@@ -18,11 +29,14 @@ through :func:`~streamjoin.faust.kafka.session.aiokafka_consumer`.
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
 from faust.transport.drivers import aiokafka as driver
+from faust.types import TP
 
-from streamjoin.faust.kafka.cooperative import install_cooperative
+from streamjoin.faust.kafka import incremental
+from streamjoin.faust.kafka.cooperative import Cooperation, install_cooperative
 from streamjoin.faust.kafka.session import aiokafka_consumer
 
 __all__ = ["CooperativeTransport"]
@@ -34,14 +48,83 @@ class _CooperativeConsumerThread(driver.AIOKafkaConsumerThread):
     async def on_start(self) -> None:
         await super().on_start()
         aio = aiokafka_consumer(self.consumer)
-        installed = aio is not None and not self.app.client_only and install_cooperative(aio)
-        if installed:
+        installed = None if aio is None or self.app.client_only else install_cooperative(aio)
+        if installed is not None:
+            self.consumer.cooperation = installed  # type: ignore[attr-defined]
             logger.info("cooperative rebalancing: on (protocol offered first)")
 
 
 class _CooperativeConsumer(driver.Consumer):
+    #: how this consumer's rebalances went (``None`` until its thread started)
+    cooperation: Cooperation | None = None
+    #: the current fetch's first and last offset per partition (faust delivers from it)
+    _fetched: dict[TP, tuple[int, int]] | None = None
+
+    async def _wait_next_records(self, timeout: float) -> Any:  # Any: faust's (records, active)
+        records, active = await super()._wait_next_records(timeout)
+        batches = (records or {}).items()
+        self._fetched = {tp: (b[0].offset, b[-1].offset) for tp, b in batches if b}
+        return records, active
+
+    async def getmany(self, timeout: float) -> AsyncIterator[tuple[TP, Any]]:
+        """faust's ``getmany``, then: a partition whose fetched records faust did
+        not all deliver (it stops a fetch's delivery when the generation changed
+        or the flow stopped) is sought back to the first one it did not, if it
+        is still assigned. faust's eager rebalance seeks every partition back to
+        its committed offset anyway; after a cooperative one the kept
+        partitions keep their positions, and would otherwise skip those."""
+        delivered: dict[TP, int] = {}
+        self._fetched = None
+        async for tp, message in super().getmany(timeout):
+            delivered[tp] = message.offset
+            yield tp, message
+        fetched: dict[TP, tuple[int, int]] = self._fetched or {}
+        self._fetched = None
+        if self.should_stop:
+            return
+        assigned = self.assignment()
+        for tp, (first, last) in sorted(fetched.items()):
+            done = delivered.get(tp)
+            if (done is None or done < last) and tp in assigned:
+                resume = first if done is None else done + 1
+                logger.info(
+                    "%s: %d fetched record(s) not delivered (a rebalance completed); "
+                    "reading them again from offset %d",
+                    tp,
+                    last - resume + 1,
+                    resume,
+                )
+                await self.seek(tp, resume)
+
+    async def commit(self, topics: Any = None, start_new_transaction: bool = True) -> bool:
+        """faust's commit, except while the group rebalances with this member's
+        partitions kept running: the broker refuses (Kafka) or holds (the
+        embedded broker) a commit then, and faust's fetch loop commits inline,
+        so it would stop every task; the next commit after the rebalance
+        covers the same offsets."""
+        cooperation = self.cooperation
+        if cooperation is not None and cooperation.kept:
+            return False
+        return await super().commit(topics, start_new_transaction=start_new_transaction)
+
     def _new_consumer_thread(self) -> driver.AIOKafkaConsumerThread:
         return _CooperativeConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+    def _incremental(self) -> bool:
+        cooperation = self.cooperation
+        return cooperation is not None and cooperation.incremental and not self.app.should_stop
+
+    async def on_partitions_revoked(self, revoked: set[TP]) -> None:
+        if self._incremental():
+            await incremental.revoke(self, revoked)
+            return
+        await super().on_partitions_revoked(revoked)
+
+    async def on_partitions_assigned(self, assigned: set[TP], generation_id: int = 0) -> None:
+        if self._incremental():
+            await incremental.assign(self, assigned, generation_id)
+            return
+        await super().on_partitions_assigned(assigned, generation_id)
 
 
 class CooperativeTransport(driver.Transport):

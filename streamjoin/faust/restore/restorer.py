@@ -49,6 +49,7 @@ from streamjoin._supervise import crash_on_failure
 from streamjoin.faust.kafka.app import changelogs as table_changelogs
 from streamjoin.faust.kafka.consumer import start_fetcher
 from streamjoin.faust.kafka.fetch_guard import install_fetch_guard
+from streamjoin.faust.kafka.incremental import incremental, seek_to_committed
 from streamjoin.faust.kafka.session import request_rebalance
 from streamjoin.faust.restore.book import ChangelogBook, TaskGate
 from streamjoin.faust.restore.fetch import ChangelogFetcher, RestoreSettings, restore_consumer
@@ -228,17 +229,40 @@ class Restorer(Service):
         streams = {tp for tp in assigned if tp.topic not in changelogs}
         for tp in revoked:
             self._book.applied.pop(tp, None)
+        kept = self._kept_tasks(actives) if incremental(app) else set()
         self._active_tps = actives
         self._standby_tps = standbys
         self._global_tps = {tp for tp in actives if self._is_global(tp)}
-        self._restored_at = {}
+        self._restored_at = {p: t for p, t in self._restored_at.items() if p in kept}
         self._generation = generation_id
         previous = self._session
         if previous is not None and not previous.done():
             previous.cancel()
+        if kept:
+            logger.info(
+                "cooperative rebalance: task(s) %s keep running (not restored again)",
+                sorted(kept),
+            )
+        # a kept task's partitions keep their positions and keep running
+        restore = {tp for tp in actives if tp.partition not in kept}
+        seek = {tp for tp in streams if tp in newly_assigned} if incremental(app) else None
+        waiting = {tp for tp in streams if tp.partition not in kept}
         self._session = asyncio.ensure_future(
-            self._run_session(previous, generation_id, actives, standbys, streams)
+            self._run_session(previous, generation_id, restore, standbys, waiting, seek)
         )
+
+    def _kept_tasks(self, actives: set[TP]) -> set[int]:
+        """Tasks (partitions) whose active changelog partitions all stay here and
+        were restored already: in a cooperative rebalance they keep running."""
+        ready = set(self._restored_at)
+        previous = self._active_tps
+        by_task: dict[int, bool] = {}
+        for tp in sorted(actives):
+            stays = tp in previous and tp.partition in ready
+            by_task[tp.partition] = by_task.get(tp.partition, True) and stays
+        # a task of stream partitions only (no table) that was running stays too
+        no_tables = {p for p in ready if p not in by_task}
+        return {p for p, stays in by_task.items() if stays} | no_tables
 
     async def on_stop(self) -> None:
         """Cancel the running session and wait for its consumer to close."""
@@ -259,22 +283,33 @@ class Restorer(Service):
         actives: set[TP],
         standbys: set[TP],
         streams: set[TP],
+        seek: set[TP] | None,
     ) -> None:
         if previous is not None:
             await asyncio.wait([previous])
         await crash_on_failure(
-            self._session_body(generation_id, actives, standbys, streams),
+            self._session_body(generation_id, actives, standbys, streams, seek),
             what="table restoration",
             crash=self.crash,
             logger=logger,
         )
 
     async def _session_body(
-        self, generation_id: int, actives: set[TP], standbys: set[TP], streams: set[TP]
+        self,
+        generation_id: int,
+        actives: set[TP],
+        standbys: set[TP],
+        streams: set[TP],
+        seek: set[TP] | None,
     ) -> None:
-        """Resume the app, restore the actives (tasks start as they are ready), tail standbys."""
-        global_tps = {tp for tp in actives if self._is_global(tp)}
-        gate = await self._resume_app(generation_id, global_tps, actives, streams)
+        """Resume the app, restore the actives (tasks start as they are ready), tail standbys.
+
+        *actives* and *streams* are those of the tasks to restore and start
+        (after a cooperative rebalance, not the kept ones); *seek* the stream
+        partitions to seek to their committed offsets (``None``: all).
+        """
+        global_tps = {tp for tp in self._active_tps if self._is_global(tp)}
+        gate = await self._resume_app(generation_id, global_tps, actives, streams, seek)
         if gate is None:
             return
         if actives:
@@ -296,7 +331,12 @@ class Restorer(Service):
                 )
 
     async def _resume_app(
-        self, generation_id: int, global_tps: set[TP], actives: set[TP], streams: set[TP]
+        self,
+        generation_id: int,
+        global_tps: set[TP],
+        actives: set[TP],
+        streams: set[TP],
+        seek: set[TP] | None,
     ) -> TaskGate | None:
         """Let the app's flow go on, stream partitions still paused; ``None`` if stale.
 
@@ -307,7 +347,10 @@ class Restorer(Service):
         consumer = app.consumer
         timeout = app.conf.broker_request_timeout
         await app.on_rebalance_complete.send()
-        if consumer.assignment():
+        if seek is not None:
+            # a cooperative rebalance: only the partitions added are sought
+            await asyncio.wait_for(seek_to_committed(consumer, seek), timeout=timeout)
+        elif consumer.assignment():
             await asyncio.wait_for(consumer.perform_seek(), timeout=timeout)
         else:
             # nothing assigned (e.g. the group's topics do not exist yet): the
@@ -319,7 +362,7 @@ class Restorer(Service):
         consumer.resume_flow()
         await start_fetcher(app)
 
-        global_partitions = {tp.partition for tp in global_tps}
+        global_partitions = {tp.partition for tp in global_tps & actives}
         gate = TaskGate(consumer, streams, global_partitions, self._restored_at)
         gate.update(pending={tp.partition for tp in actives})
         return gate

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, cast
 
 from faust.tables.manager import TableManager as _FaustTableManager
 
+from streamjoin.faust.kafka.incremental import incremental
 from streamjoin.faust.kafka.stores import open_dbs
 from streamjoin.faust.restore.ownership import TaskOwnership
 from streamjoin.faust.restore.restorer import Restorer
@@ -71,8 +72,10 @@ class TableManager(_FaustTableManager):
         task's state says where to resume: whoever runs the task next reads
         them again.
         """
+        # a cooperative rebalance: only what is given up stops
+        partial = revoked if incremental(self.app) else None
         for join in sorted((getattr(self.app, "joins", None) or {}).items()):
-            join[1].on_revoke()
+            join[1].on_revoke(partial)
         super().on_partitions_revoked(revoked)
 
     def standby_offsets(self) -> dict[tuple[str, int], int]:

@@ -48,6 +48,11 @@ class _Consumer:
         self._waiting_for_ack = None
         self._read_offset: dict[Any, int | None] = defaultdict(lambda: None)
         self.sought: list[tuple[Any, int]] = []
+        #: partitions given up in a cooperative rebalance (no longer assigned)
+        self.given_up: set[Any] = set()
+
+    def assignment(self) -> Any:
+        return _Assigned(self.given_up)
 
     async def seek(self, tp: Any, offset: int) -> None:
         self.sought.append((tp, offset))
@@ -55,6 +60,16 @@ class _Consumer:
 
     async def _getmany(self, active_partitions: Any, timeout: float) -> Any:
         return {}
+
+
+class _Assigned:
+    """Every partition but those given up."""
+
+    def __init__(self, given_up: set[Any]) -> None:
+        self.given_up = given_up
+
+    def __contains__(self, tp: Any) -> bool:
+        return tp not in self.given_up
 
 
 def _records(topic: str, partition: int, offsets: range) -> list[Fetched]:
@@ -94,6 +109,24 @@ def test_the_join_takes_its_active_partitions_and_seeks_back_to_a_paused_one() -
     # faust's read offsets follow what was taken (no gap for faust to fill)
     assert app.consumer._read_offset[TP("imps", 0)] == 4
     assert app.consumer._read_offset[TP("clicks", 1)] == 2
+
+
+def test_records_of_a_partition_given_up_meanwhile_are_dropped_not_sought_back() -> None:
+    """A cooperative rebalance gave clicks[2] up while a fetch was in flight: its
+    records are neither taken nor sought back (the partition is no longer
+    assigned; its next owner reads them from the committed offset)."""
+    app = _App({"imps": 1, "clicks": 1})
+    app.consumer.given_up = {TP("clicks", 2)}
+    got: list[tuple[str, int, int]] = []
+    intake = _intake(app, got)
+    fetch = {
+        TP("imps", 0): _records("imps", 0, range(5)),
+        TP("clicks", 2): _records("clicks", 2, range(7, 9)),
+    }
+    asyncio.run(intake.take(app.consumer, fetch, {TP("imps", 0)}))
+    assert got == [("imps", 0, 5)]
+    assert app.consumer.sought == [] and intake.sought_back == 0
+    assert set(fetch) == set()
 
 
 def test_a_partition_faust_paused_for_a_full_stream_buffer_is_still_taken() -> None:

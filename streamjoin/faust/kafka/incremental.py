@@ -1,0 +1,199 @@
+"""faust's side of a cooperative rebalance: only what moves stops.
+
+faust's ``App._on_partitions_revoked`` stops every agent's flow, clears every
+stream buffer and pauses every partition, and its ``_on_partitions_assigned``
+pauses every assigned partition until the tables are recovered, which then
+seeks every partition back to its committed offset. That is right for an
+eager rebalance (everything was revoked). In a cooperative one
+(:mod:`streamjoin.faust.kafka.cooperative`) the partitions not given up kept
+running, so the worker's consumer (:mod:`streamjoin.faust.kafka.transport`)
+calls these instead:
+
+* :func:`revoke`: with nothing given up, it only tells the tables (the
+  restorer stops its session) and sends faust's ``on_partitions_revoked``
+  signal. Otherwise it pauses the partitions given up, drops their records
+  still queued for an agent (unacknowledged: their next owner reads them
+  again), waits (bounded) until the agents acked or dropped those in flight,
+  flushes the producer and commits what was acknowledged of them; only then
+  does faust's consumer forget them. The flow of every other partition goes
+  on: nothing is stopped, cleared or rewound.
+* :func:`assign`: faust's own steps of ``_on_partitions_assigned`` (agents,
+  topics, tables, the signal), but only the partitions newly assigned are
+  paused (until their tables are restored); the ones kept stay active.
+
+:func:`incremental` says whether the rebalance under way is such a one: the
+restorer then restores only what was added and seeks only the partitions
+added (:func:`seek_to_committed`), and a join parks only the tasks given up.
+
+Private attributes used (faust-streaming 0.15.3), owned here:
+``Consumer._active_partitions``, ``_paused_partitions``, ``_gap``,
+``_unacked_messages`` and ``_set_active_tps``; ``App._update_assignment`` and
+``_producer_flush``; ``FlowControlEvent._queues`` and each queue's ``_queue``
+(the deque of events, which faust's own ``clear`` empties). The offsets
+faust notes per partition are changed through
+:mod:`~streamjoin.faust.kafka.consumer` and the consumer thread reached
+through :mod:`~streamjoin.faust.kafka.session`; the consumer's
+``cooperation`` is the :class:`~.cooperative.Cooperation` the transport
+installed. aiokafka 0.14: ``AIOKafkaConsumer.seek_to_committed`` with
+partitions (public).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any, cast
+
+from streamjoin.faust.kafka.consumer import forget_offsets, note_committed
+from streamjoin.faust.kafka.session import aiokafka_consumer, call_in_consumer_thread
+
+if TYPE_CHECKING:
+    from faust.transport.consumer import Consumer
+    from faust.types import TP, AppT, ConsumerT
+
+__all__ = ["assign", "incremental", "revoke", "seek_to_committed"]
+
+logger = logging.getLogger(__name__)
+
+#: share of the session timeout a revoke waits for in-flight records of what it gives up
+IN_FLIGHT_SHARE = 0.25
+#: seconds between looks at the in-flight records
+IN_FLIGHT_POLL_S = 0.02
+
+
+def incremental(app: AppT) -> bool:
+    """Is a cooperative rebalance under way in which the partitions not given
+    up kept running (its revoke and assign calls are being made)?"""
+    cooperation = getattr(app.consumer, "cooperation", None)
+    return bool(getattr(cooperation, "incremental", False))
+
+
+async def revoke(consumer: ConsumerT, revoked: set[TP]) -> None:
+    """faust's consumer and app side of giving up *revoked* (possibly none) while
+    every other partition keeps running (see the module docstring)."""
+    faust_consumer = cast("Consumer", consumer)
+    app = faust_consumer.app
+    try:
+        app.tables.on_partitions_revoked(revoked)
+        if revoked:
+            consumer.pause_partitions(revoked)
+            dropped = _drop_queued(app, revoked)
+            waited = await _wait_in_flight(faust_consumer, revoked, app)
+            logger.info(
+                "cooperative revoke of %d partition(s): %d queued record(s) dropped, "
+                "in-flight ones done after %.3f s",
+                len(revoked),
+                dropped,
+                waited,
+            )
+        # a join waits here for its batch in flight (its records are acked once durable)
+        await app.on_partitions_revoked.send(revoked)
+        if revoked:
+            await app._producer_flush(logger)  # type: ignore[attr-defined]
+            await consumer.commit(revoked)
+    except Exception as exc:
+        logger.exception("cooperative revoke failed")
+        await app.crash(exc)
+    finally:
+        _forget(faust_consumer, revoked)
+
+
+def _forget(consumer: Consumer, revoked: set[TP]) -> None:
+    """faust's consumer bookkeeping of partitions no longer assigned (what its
+    ``on_partitions_revoked`` does before it calls the app)."""
+    if consumer._active_partitions is not None:
+        consumer._active_partitions.difference_update(revoked)
+    consumer._paused_partitions.difference_update(revoked)
+    for tp in revoked:
+        consumer._gap.pop(tp, None)
+    forget_offsets(consumer, revoked)
+
+
+def _drop_queued(app: AppT, revoked: set[TP]) -> int:
+    """Take the events of *revoked* out of every stream buffer (faust's flow
+    control knows them all); returns how many were dropped."""
+    dropped = 0
+    for queue in list(app.flow_control._queues):
+        events = getattr(queue, "_queue", None)
+        if not isinstance(events, deque) or not events:
+            continue
+        keep = [e for e in events if _tp_of(e) not in revoked]
+        dropped += len(events) - len(keep)
+        if len(keep) != len(events):
+            events.clear()
+            events.extend(keep)
+    return dropped
+
+
+def _tp_of(event: Any) -> Any:  # Any: an event (or anything else a queue holds)
+    message = getattr(event, "message", None)
+    return getattr(message, "tp", None)
+
+
+async def _wait_in_flight(consumer: Consumer, revoked: set[TP], app: AppT) -> float:
+    """Wait until no record of *revoked* is delivered and unacknowledged (an
+    agent is processing it), at most a share of the session timeout."""
+    started = time.monotonic()
+    bound = IN_FLIGHT_SHARE * float(app.conf.broker_session_timeout)
+    while True:
+        busy = [m for m in list(consumer._unacked_messages) if m.tp in revoked and not m.acked]
+        if not busy:
+            break
+        if time.monotonic() - started > bound:
+            logger.warning(
+                "cooperative revoke: %d record(s) of the partitions given up still "
+                "in flight after %.1f s; giving them up unacknowledged",
+                len(busy),
+                bound,
+            )
+            break
+        await asyncio.sleep(IN_FLIGHT_POLL_S)
+    return time.monotonic() - started
+
+
+async def assign(consumer: ConsumerT, assigned: set[TP], generation_id: int) -> None:
+    """faust's consumer and app side of the new assignment *assigned*: what it
+    adds waits for its tables; what it kept is not touched."""
+    faust_consumer = cast("Consumer", consumer)
+    app = faust_consumer.app
+    # the app's note of its previous assignment says what is new
+    revoked, newly_assigned = app._update_assignment(assigned)  # type: ignore[attr-defined]
+    # faust's consumer bookkeeping, the added partitions paused from the start
+    faust_consumer._paused_partitions.intersection_update(assigned)
+    faust_consumer._paused_partitions.update(newly_assigned)
+    faust_consumer._set_active_tps(assigned)
+    app.unassigned = not assigned
+    try:
+        await app.agents.on_rebalance(revoked, newly_assigned)
+        await app.topics.maybe_wait_for_subscriptions()
+        consumer.pause_partitions(newly_assigned)
+        await app.topics.on_partitions_assigned(assigned)
+        await app.tables.on_rebalance(assigned, revoked, newly_assigned, generation_id)
+        await app.on_partitions_assigned.send(assigned)
+    except Exception as exc:
+        logger.exception("cooperative assignment failed")
+        await app.crash(exc)
+    app.on_rebalance_return()
+
+
+async def seek_to_committed(consumer: ConsumerT, tps: set[TP]) -> None:
+    """Seek *tps* (assigned) to their committed offsets, as faust's
+    ``perform_seek`` does for every partition, and note the offsets in faust's
+    bookkeeping; the other partitions keep their positions."""
+    if not tps:
+        return
+    from aiokafka.structs import TopicPartition
+
+    aio = aiokafka_consumer(consumer)
+    if aio is None:
+        await consumer.perform_seek()
+        return
+    wanted = [TopicPartition(tp.topic, tp.partition) for tp in sorted(tps)]
+    committed = await call_in_consumer_thread(consumer, aio.seek_to_committed, *wanted)
+    from faust.types import TP as FaustTP
+
+    note_committed(
+        consumer, {FaustTP(tp.topic, tp.partition): offset for tp, offset in committed.items()}
+    )
