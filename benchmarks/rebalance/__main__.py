@@ -1,15 +1,17 @@
 """Rebalance benchmark: how long each task stops when the group changes, with large state.
 
-One run, one embedded broker, three variants side by side, each with its own
+One run, one embedded broker, the variants side by side, each with its own
 app id (topics, consumer group) and the same inputs:
 
-* ``warm-ups``: streamjoin's assignor and restoration, ``max_warmup_replicas``
-  unset (the default: a task moves only once its new owner caught up);
-* ``cold``: the same with ``STREAMJOIN_MAX_WARMUP_REPLICAS=0`` (a task moves at
-  once and its new owner restores it before it runs);
+* ``cooperative``: streamjoin's assignor and restoration with warm-ups
+  (``max_warmup_replicas`` unset: a task moves only once its new owner caught
+  up), rebalancing cooperatively (``STREAMJOIN_COOPERATIVE=1``);
+* ``eager``: the same, rebalancing eagerly (``STREAMJOIN_COOPERATIVE=0``;
+  called ``warm-ups`` before 2026-11-26);
 * ``faust``: faust-streaming's own assignor and recovery;
-* ``cooperative``, only when named in ``--variants``: ``warm-ups`` with
-  ``STREAMJOIN_COOPERATIVE=1`` (the preview of cooperative rebalancing).
+* ``cold``, only when named in ``--variants``: ``eager`` with
+  ``STREAMJOIN_MAX_WARMUP_REPLICAS=0`` (a task moves at once and its new
+  owner restores it before it runs).
 
 Every variant runs ``app.py`` (one RocksDB table written by every
 input record, one standby per task). Its changelog is first filled with
@@ -29,13 +31,14 @@ start and end count as bounds). The owners of the tasks at the start and end
 of each phase come from ``GET /bench/tasks/`` of each worker; a task that
 kept its owner stops only for the rebalance itself, so the longest gap of
 those is the phase's **rebalance pause**. The table gives, per phase and
-variant, the worst gap of any task, the worst of the tasks that moved and the
-pause, and ratios against ``warm-ups``.
+variant, the worst gap of any task, the worst of the tasks that moved, the
+pause, the rebalances the busiest worker went through (faust's count) and
+ratios against ``eager``.
 
     python -m benchmarks.rebalance [--partitions 6] [--state-records 600000]
                                    [--rate 300] [--phase-seconds 45]
                                    [--session-timeout 2]
-                                   [--variants warm-ups,cold,faust]
+                                   [--variants cooperative,eager,faust]
 """
 
 from __future__ import annotations
@@ -62,14 +65,18 @@ from streamjoin.dev.broker import EmbeddedBroker
 APP = "benchmarks.rebalance.app:app"
 #: variant -> (app kind, extra environment)
 VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
-    "warm-ups": ("streamjoin", {}),
-    "cold": ("streamjoin", {"STREAMJOIN_MAX_WARMUP_REPLICAS": "0"}),
-    "faust": ("faust", {}),
     "cooperative": ("streamjoin", {"STREAMJOIN_COOPERATIVE": "1"}),
+    "eager": ("streamjoin", {"STREAMJOIN_COOPERATIVE": "0"}),
+    "cold": (
+        "streamjoin",
+        {"STREAMJOIN_COOPERATIVE": "0", "STREAMJOIN_MAX_WARMUP_REPLICAS": "0"},
+    ),
+    "faust": ("faust", {}),
 }
-#: the variants a run without ``--variants`` compares (``cooperative`` is a
-#: preview, not yet a gain: run it by name)
-DEFAULT_VARIANTS = ("warm-ups", "cold", "faust")
+#: the variants a run without ``--variants`` compares
+DEFAULT_VARIANTS = ("cooperative", "eager", "faust")
+#: the variant the ratios are taken against
+BASE = "eager"
 PHASES = ("scale-out", "scale-in", "kill -9")
 
 
@@ -83,6 +90,8 @@ class Phase:
     moved: frozenset[int]
     #: the phase's length: a gap this long means no progress in the whole phase
     window: float = 0.0
+    #: rebalances the busiest running worker went through (``None``: unknown)
+    rebalances: int | None = None
 
     @property
     def worst(self) -> float:
@@ -109,6 +118,15 @@ def owners(group: Workers) -> dict[int, str]:
         for task in (doc or {}).get("tasks", []):
             out.setdefault(int(task), name)
     return out
+
+
+def rebalance_counts(group: Workers) -> dict[str, int]:
+    """Worker -> the rebalances it went through so far (running workers only)."""
+    return {
+        name: int(doc["rebalances"])
+        for name, doc in group.answers("/bench/tasks/").items()
+        if doc and doc.get("rebalances") is not None
+    }
 
 
 def pacing(group: Workers) -> dict[str, dict[str, float]]:
@@ -188,6 +206,7 @@ def run_phase(
 ) -> Phase:
     """*action*, then the rest of the phase: each task's gap, and which tasks moved."""
     before = owners(group)
+    counted = rebalance_counts(group)
     started = time.time()
     action()
     time.sleep(max(0.0, started + args.phase_seconds - time.time()))
@@ -197,7 +216,9 @@ def run_phase(
         say(f"  {name}: the changelog reader did not catch up within 30s")
     gaps = task_gaps(traffic.times(), started, ended, range(args.partitions))
     moved = frozenset(t for t in range(args.partitions) if before.get(t) != after.get(t))
-    phase = Phase(variant, name, gaps, moved, ended - started)
+    counts = rebalance_counts(group)
+    rebalances = max((n - counted.get(w, 0) for w, n in counts.items()), default=None)
+    phase = Phase(variant, name, gaps, moved, ended - started, rebalances)
     each = ", ".join(f"{t}: {g:.1f}" for t, g in sorted(gaps.items()))
     say(
         f"  {name}: worst gap {phase.worst:.1f}s (per task {{{each}}}),"
@@ -221,8 +242,8 @@ def _s(value: float | None, window: float = 0.0) -> str:
 
 
 def report(phases: Sequence[Phase]) -> str:
-    """The table: per phase and variant, gaps in seconds and ratios against warm-ups."""
-    base = {p.name: p for p in phases if p.variant == "warm-ups"}
+    """The table: per phase and variant, gaps in seconds and ratios against eager."""
+    base = {p.name: p for p in phases if p.variant == BASE}
     rows = []
     for phase in sorted(phases, key=lambda p: (PHASES.index(p.name), p.variant)):
         ref = base.get(phase.name)
@@ -241,6 +262,7 @@ def report(phases: Sequence[Phase]) -> str:
                 _s(phase.worst_moved, phase.window),
                 _s(phase.pause, phase.window),
                 str(len(phase.moved)),
+                "-" if phase.rebalances is None else str(phase.rebalances),
                 over_pause,
                 ratio,
             ]
@@ -251,8 +273,9 @@ def report(phases: Sequence[Phase]) -> str:
         "worst moved s",
         "pause s",
         "moved",
+        "rebalances",
         "worst/pause",
-        "worst vs warm-ups",
+        f"worst vs {BASE}",
     ]
     return render_table(headers, rows)
 

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ASSIGNOR", "COOPERATIVE_ENV", "DEFAULTS", "GROUP_TIMEOUTS", "App"]
 
-#: The environment variable that turns cooperative rebalancing on (``1``)
+#: The environment variable that turns cooperative rebalancing off (``0``) or on (``1``)
 COOPERATIVE_ENV = "STREAMJOIN_COOPERATIVE"
 
 #: The partition assignor every streamjoin.App uses unless told otherwise.
@@ -66,12 +66,12 @@ class App(faust.App):
     ``options`` take the values in :data:`DEFAULTS`. With the web server on,
     ``GET /streamjoin/assignment/`` returns the worker's current assignment.
 
-    ``cooperative``: ``True`` makes the worker's consumer rebalance
-    cooperatively at the group protocol's level (docs/assignment.rst,
-    "Cooperative rebalancing") when its broker URL is a ``kafka://`` one;
-    ``None`` (the default) reads ``STREAMJOIN_COOPERATIVE`` (``1``: on), off
-    when unset: faust still stops every task when a rebalance completes, so
-    this is a preview until that part lands.
+    ``cooperative``: ``True`` (the default) makes the worker's consumer
+    rebalance cooperatively (docs/assignment.rst, "Cooperative rebalancing")
+    when its broker URL is a ``kafka://`` one: the tasks that stay on a
+    worker keep running through a rebalance; ``False`` rebalances eagerly,
+    as faust does. ``None`` reads ``STREAMJOIN_COOPERATIVE`` (``0``, ``false``,
+    ``no`` or ``off``: eager; unset or anything else: cooperative).
     """
 
     def __init__(
@@ -81,7 +81,7 @@ class App(faust.App):
             options.setdefault(name, value)
         #: whether the worker's consumer rebalances cooperatively
         self.cooperative = (
-            os.environ.get(COOPERATIVE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+            os.environ.get(COOPERATIVE_ENV, "").strip().lower() not in ("0", "false", "no", "off")
             if cooperative is None
             else cooperative
         )

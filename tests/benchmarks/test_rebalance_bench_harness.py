@@ -30,37 +30,38 @@ def test_a_phase_tells_the_moved_tasks_from_the_pause_of_the_kept_ones() -> None
     assert (still.worst_moved, still.pause) == (None, 1.0)
 
 
-def test_the_table_gives_ratios_against_warm_ups_per_phase() -> None:
+def test_the_table_gives_ratios_against_eager_per_phase() -> None:
     phases = [
-        rebalance.Phase("warm-ups", "scale-out", {0: 2.0, 1: 2.0}, frozenset({1})),
-        rebalance.Phase("cold", "scale-out", {0: 2.0, 1: 10.0}, frozenset({1})),
+        rebalance.Phase("eager", "scale-out", {0: 2.0, 1: 2.0}, frozenset({1}), rebalances=2),
+        rebalance.Phase("cold", "scale-out", {0: 2.0, 1: 10.0}, frozenset({1}), rebalances=3),
         rebalance.Phase("faust", "kill -9", {0: 12.0}, frozenset({0})),
     ]
     lines = rebalance.report(phases).splitlines()
     assert lines[0].split()[:3] == ["phase", "/", "variant"]
     cold = next(line for line in lines if line.startswith("scale-out / cold"))
-    assert cold.split()[-2:] == ["5.0x", "5.0x"]
+    assert cold.split()[-3:] == ["3", "5.0x", "5.0x"]
     faust = next(line for line in lines if line.startswith("kill -9 / faust"))
-    assert faust.split()[-3:] == ["1", "-", "-"]  # no kept task, no warm-ups run
+    assert faust.split()[-4:] == ["1", "-", "-", "-"]  # no count, no kept task, no eager run
 
 
-def test_the_three_comparisons_run_by_default_and_the_preview_by_name() -> None:
+def test_cooperative_eager_and_faust_run_by_default_and_cold_by_name() -> None:
     args = rebalance.build_parser().parse_args([])
-    assert args.variants.split(",") == ["warm-ups", "cold", "faust"]
-    assert rebalance.VARIANTS["cold"][1] == {"STREAMJOIN_MAX_WARMUP_REPLICAS": "0"}
+    assert args.variants.split(",") == ["cooperative", "eager", "faust"]
+    assert rebalance.VARIANTS["cold"][1]["STREAMJOIN_MAX_WARMUP_REPLICAS"] == "0"
     assert rebalance.VARIANTS["cooperative"] == ("streamjoin", {"STREAMJOIN_COOPERATIVE": "1"})
+    assert rebalance.VARIANTS["eager"] == ("streamjoin", {"STREAMJOIN_COOPERATIVE": "0"})
 
 
 def test_a_task_with_no_progress_in_the_whole_phase_is_shown_as_at_least_the_phase() -> None:
     stuck = rebalance.Phase("faust", "kill -9", {0: 45.0, 1: 3.0}, frozenset({0}), window=45.0)
     line = rebalance.report([stuck]).splitlines()[-1]
-    assert line.split()[4:9] == [">=45", ">=45", "3.0", "1", ">=15.0x"]
+    assert line.split()[4:10] == [">=45", ">=45", "3.0", "1", "-", ">=15.0x"]
 
 
 def test_every_variant_runs_with_the_same_session_timeout() -> None:
     args = rebalance.build_parser().parse_args(["--session-timeout", "6"])
     envs = [rebalance.variant_env(v, args) for v in rebalance.VARIANTS]
     assert {env["SJ_BENCH_SESSION_TIMEOUT"] for env in envs} == {"6.0"}
-    assert envs[1]["STREAMJOIN_MAX_WARMUP_REPLICAS"] == "0"
+    assert envs[2]["STREAMJOIN_MAX_WARMUP_REPLICAS"] == "0"
     default = rebalance.build_parser().parse_args([])
     assert rebalance.variant_env("faust", default)["SJ_BENCH_SESSION_TIMEOUT"] == "2.0"

@@ -17,8 +17,11 @@ steps of one consumer's coordinator:
   it is called at every rebalance, as in an eager one), the kept
   partitions keep their fetch state (position, high watermark, pause), the
   listener's ``on_partitions_assigned`` gets the whole new assignment, and a
-  member that gave partitions up rejoins at once: the follow-up rebalance
-  hands them to their new owner (the leader withholds them until then);
+  member that gave up an owned (active) partition rejoins
+  :data:`FOLLOWUP_DELAY_S` later (the other members finish this generation's
+  SyncGroup meanwhile): the follow-up rebalance hands them to their new owner
+  (the leader withholds them until then; replicas are never withheld, so
+  giving up only a standby needs no follow-up);
 * **lost**: after the coordinator reset the member's generation (its session
   expired, or it was fenced) everything it owned is revoked before it
   rejoins, as in an eager rebalance; the next rebalance after that is eager.
@@ -61,12 +64,14 @@ if TYPE_CHECKING:
     from aiokafka import AIOKafkaConsumer
     from aiokafka.structs import TopicPartition
 
-__all__ = ["PROTOCOL", "Cooperation", "install_cooperative"]
+__all__ = ["FOLLOWUP_DELAY_S", "PROTOCOL", "Cooperation", "install_cooperative"]
 
 logger = logging.getLogger(__name__)
 
 #: the protocol name a cooperative member offers first
 PROTOCOL = "streamjoin-cooperative"
+#: seconds between giving partitions up and rejoining for the follow-up
+FOLLOWUP_DELAY_S = 0.5
 
 
 @dataclass
@@ -214,9 +219,12 @@ def install_cooperative(aio: AIOKafkaConsumer) -> Cooperation | None:
         finally:
             state.incremental = False
         if followup:
-            # the partitions given up go to their new owner in the follow-up
+            # the partitions given up go to their new owner in the follow-up;
+            # not at once: the other members of this generation are still
+            # syncing, and a rejoin now would start the next generation before
+            # they got (and gave up) their part of this one
             state.followups += 1
-            coordinator.request_rejoin()
+            asyncio.get_running_loop().call_later(FOLLOWUP_DELAY_S, coordinator.request_rejoin)
 
     def gives_up_an_owner(revoked: set[Any]) -> bool:
         """Is one of *revoked* an active partition of the member's assignor (read

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from faust.transport.consumer import Consumer
     from faust.types import TP, AppT, ConsumerT
 
-__all__ = ["assign", "incremental", "revoke", "seek_to_committed"]
+__all__ = ["Generations", "assign", "incremental", "revoke", "seek_to_committed"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +61,51 @@ logger = logging.getLogger(__name__)
 IN_FLIGHT_SHARE = 0.25
 #: seconds between looks at the in-flight records
 IN_FLIGHT_POLL_S = 0.02
+
+
+class Generations:
+    """Which rebalance generations a fetched record stays valid in.
+
+    faust stamps every record it fetches with the generation of the
+    assignment it was fetched in, and its streams skip a record of an older
+    generation (after an eager rebalance every partition is read again from
+    its committed offset, so the record comes again). A partition kept
+    through a cooperative rebalance is not read again: its records of the
+    generation before stay valid in the new one, unless it was given up on
+    the way. :meth:`restamp` moves a record's stamp forward along such
+    rebalances.
+    """
+
+    #: generations remembered (older ones are forgotten)
+    KEEP = 64
+
+    def __init__(self) -> None:
+        self.current: int | None = None
+        self._next: dict[int, int] = {}
+        self._revoked: dict[int, frozenset[Any]] = {}
+
+    def eager(self, generation: int) -> None:
+        """An eager rebalance reached *generation*: older records are stale."""
+        self.current = generation
+
+    def carried(self, generation: int, revoked: set[Any]) -> None:
+        """A cooperative rebalance reached *generation*, giving up *revoked*."""
+        if self.current is not None and self.current != generation:
+            self._next[self.current] = generation
+            self._revoked[generation] = frozenset(revoked)
+        self.current = generation
+        for old in sorted(self._next)[: max(0, len(self._next) - self.KEEP)]:
+            self._revoked.pop(self._next.pop(old), None)
+
+    def restamp(self, message: Any) -> None:  # Any: a faust Message
+        """Stamp *message* with the latest generation it is valid in."""
+        generation = message.generation_id
+        while generation != self.current and generation in self._next:
+            following = self._next[generation]
+            if message.tp in self._revoked.get(following, frozenset()):
+                break
+            generation = following
+        message.generation_id = generation
 
 
 def incremental(app: AppT) -> bool:
@@ -153,11 +198,20 @@ async def _wait_in_flight(consumer: Consumer, revoked: set[TP], app: AppT) -> fl
     return time.monotonic() - started
 
 
-async def assign(consumer: ConsumerT, assigned: set[TP], generation_id: int) -> None:
+async def assign(
+    consumer: ConsumerT, assigned: set[TP], generation_id: int, generations: Generations
+) -> None:
     """faust's consumer and app side of the new assignment *assigned*: what it
-    adds waits for its tables; what it kept is not touched."""
+    adds waits for its tables; what it kept is not touched (its records
+    queued for an agent stay valid: :class:`Generations`)."""
     faust_consumer = cast("Consumer", consumer)
     app = faust_consumer.app
+    for queue in list(app.flow_control._queues):
+        events = getattr(queue, "_queue", None)
+        for event in list(events) if isinstance(events, deque) else ():
+            message = getattr(event, "message", None)
+            if message is not None:
+                generations.restamp(message)
     # the app's note of its previous assignment says what is new
     revoked, newly_assigned = app._update_assignment(assigned)  # type: ignore[attr-defined]
     # faust's consumer bookkeeping, the added partitions paused from the start

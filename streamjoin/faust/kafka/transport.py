@@ -59,6 +59,21 @@ class _CooperativeConsumer(driver.Consumer):
     cooperation: Cooperation | None = None
     #: the current fetch's first and last offset per partition (faust delivers from it)
     _fetched: dict[TP, tuple[int, int]] | None = None
+    #: the partitions given up in the cooperative rebalance under way
+    _giving_up: frozenset[TP] = frozenset()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: which generations a fetched record stays valid in
+        self.generations = incremental.Generations()
+        deliver = self.callback
+        restamp = self.generations.restamp
+
+        async def callback(message: Any) -> Any:  # Any: faust's Message, the callback's result
+            restamp(message)  # a record of a partition kept through a rebalance stays valid
+            return await deliver(message)
+
+        self.callback = callback
 
     async def _wait_next_records(self, timeout: float) -> Any:  # Any: faust's (records, active)
         records, active = await super()._wait_next_records(timeout)
@@ -116,14 +131,18 @@ class _CooperativeConsumer(driver.Consumer):
 
     async def on_partitions_revoked(self, revoked: set[TP]) -> None:
         if self._incremental():
+            self._giving_up = frozenset(revoked)
             await incremental.revoke(self, revoked)
             return
         await super().on_partitions_revoked(revoked)
 
     async def on_partitions_assigned(self, assigned: set[TP], generation_id: int = 0) -> None:
         if self._incremental():
-            await incremental.assign(self, assigned, generation_id)
+            self.generations.carried(generation_id, set(self._giving_up))
+            self._giving_up = frozenset()
+            await incremental.assign(self, assigned, generation_id, self.generations)
             return
+        self.generations.eager(generation_id)
         await super().on_partitions_assigned(assigned, generation_id)
 
 
