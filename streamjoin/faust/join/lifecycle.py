@@ -351,10 +351,13 @@ class TaskSet:
             for _, task in sorted(self.parked.items()):
                 if task.state.db is not None:
                     task.mark_parked(task.state.db, offset_key)
-            if closed or self.parked:
+            # live now: kept running through a cooperative rebalance
+            self.stats.tasks_kept += len(self.live)
+            kept = sorted(set(self.parked) | set(self.live))
+            if closed or kept:
                 logger.info(
                     "join %s: rebalance keeps tasks %s open, closes %s",
                     self.config.name,
-                    sorted(self.parked),
+                    kept,
                     sorted(closed),
                 )

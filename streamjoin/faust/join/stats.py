@@ -38,8 +38,9 @@ class JoinStats:
     #: state's position (rewinds), or, records really gone, accepted (gaps)
     rewinds: int = 0
     gaps: int = 0
-    #: tasks opened here (indexes rebuilt from RocksDB), and parked tasks that went
-    #: on after a rebalance without reopening
+    #: tasks opened here (indexes rebuilt from RocksDB), and tasks that went on
+    #: through a rebalance without reopening (parked and resumed after an eager
+    #: one, kept running through a cooperative one: once per task and rebalance)
     tasks_opened: int = 0
     tasks_kept: int = 0
     #: batches abandoned before they were durable (a rebalance began, the session
