@@ -66,12 +66,13 @@ class App(faust.App):
     ``options`` take the values in :data:`DEFAULTS`. With the web server on,
     ``GET /streamjoin/assignment/`` returns the worker's current assignment.
 
-    ``cooperative``: ``True`` (the default) makes the worker's consumer
-    rebalance cooperatively (docs/assignment.rst, "Cooperative rebalancing")
-    when its broker URL is a ``kafka://`` one: the tasks that stay on a
-    worker keep running through a rebalance; ``False`` rebalances eagerly,
-    as faust does. ``None`` reads ``STREAMJOIN_COOPERATIVE`` (``0``, ``false``,
-    ``no`` or ``off``: eager; unset or anything else: cooperative).
+    ``cooperative``: ``True`` makes the worker's consumer rebalance
+    cooperatively (docs/assignment.rst, "Cooperative rebalancing") when its
+    broker URL is a ``kafka://`` one: the tasks that stay on a worker keep
+    running through a rebalance; ``False`` rebalances eagerly, as faust does.
+    ``None`` (the default) reads ``STREAMJOIN_COOPERATIVE`` (``1``, ``true``,
+    ``yes`` or ``on``: cooperative; unset or anything else: eager). Still a
+    preview, off by default: see the docs for what it does not do yet.
     """
 
     def __init__(
@@ -81,7 +82,7 @@ class App(faust.App):
             options.setdefault(name, value)
         #: whether the worker's consumer rebalances cooperatively
         self.cooperative = (
-            os.environ.get(COOPERATIVE_ENV, "").strip().lower() not in ("0", "false", "no", "off")
+            os.environ.get(COOPERATIVE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
             if cooperative is None
             else cooperative
         )

@@ -61,6 +61,9 @@ class _CooperativeConsumer(driver.Consumer):
     _fetched: dict[TP, tuple[int, int]] | None = None
     #: the partitions given up in the cooperative rebalance under way
     _giving_up: frozenset[TP] = frozenset()
+    #: the record faust's fetch loop is delivering (it may reach a stream's
+    #: queue only after a rebalance completed: stamped anew then)
+    _delivering: Any = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -92,7 +95,9 @@ class _CooperativeConsumer(driver.Consumer):
         self._fetched = None
         async for tp, message in super().getmany(timeout):
             delivered[tp] = message.offset
+            self._delivering = message
             yield tp, message
+        self._delivering = None
         fetched: dict[TP, tuple[int, int]] = self._fetched or {}
         self._fetched = None
         if self.should_stop:
@@ -140,6 +145,8 @@ class _CooperativeConsumer(driver.Consumer):
         if self._incremental():
             self.generations.carried(generation_id, set(self._giving_up))
             self._giving_up = frozenset()
+            if self._delivering is not None:
+                self.generations.restamp(self._delivering)
             await incremental.assign(self, assigned, generation_id, self.generations)
             return
         self.generations.eager(generation_id)
