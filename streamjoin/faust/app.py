@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ASSIGNOR", "COOPERATIVE_ENV", "DEFAULTS", "GROUP_TIMEOUTS", "App"]
 
-#: The environment variable that turns cooperative rebalancing off (``0``) or on (``1``)
+#: The environment variable that turns cooperative rebalancing on (``1``, ``true``, ``yes``, ``on``)
 COOPERATIVE_ENV = "STREAMJOIN_COOPERATIVE"
 
 #: The partition assignor every streamjoin.App uses unless told otherwise.

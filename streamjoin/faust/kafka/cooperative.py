@@ -92,8 +92,6 @@ class Cooperation:
     #: the listener's calls of a cooperative rebalance are under way: the
     #: partitions not given up kept running (see :mod:`.incremental`)
     incremental: bool = False
-    #: follow-up rebalances requested after giving up an active partition
-    followups: int = 0
     #: the eager revocation of everything, started when the membership was
     #: lost in the middle of a rebalance that had kept the partitions
     giving_up: asyncio.Task[None] | None = None
@@ -214,7 +212,7 @@ def install_cooperative(aio: AIOKafkaConsumer) -> Cooperation | None:
         state.incremental = not lost
         try:
             await complete_incrementally(
-                assignment, protocol, previous, owned, revoked, new, listener
+                assignment, protocol, lost, previous, owned, revoked, new, listener
             )
         finally:
             state.incremental = False
@@ -223,7 +221,6 @@ def install_cooperative(aio: AIOKafkaConsumer) -> Cooperation | None:
             # not at once: the other members of this generation are still
             # syncing, and a rejoin now would start the next generation before
             # they got (and gave up) their part of this one
-            state.followups += 1
             asyncio.get_running_loop().call_later(FOLLOWUP_DELAY_S, coordinator.request_rejoin)
 
     def gives_up_an_owner(revoked: set[Any]) -> bool:
@@ -238,13 +235,13 @@ def install_cooperative(aio: AIOKafkaConsumer) -> Cooperation | None:
     async def complete_incrementally(
         assignment: Any,
         protocol: str,
+        lost: bool,
         previous: Any,
         owned: set[Any],
         revoked: set[Any],
         new: set[Any],
         listener: Any,
     ) -> None:
-        lost = protocol != PROTOCOL
         if listener is not None:
             # called even with nothing to give up, as aiokafka's eager rebalance
             # does: faust starts its rebalance there (app.on_rebalance_start)

@@ -156,13 +156,19 @@ def _forget(consumer: Consumer, revoked: set[TP]) -> None:
     forget_offsets(consumer, revoked)
 
 
+def _stream_buffers(app: AppT) -> list[deque[Any]]:
+    """The events waiting in every stream buffer (faust's flow control knows
+    them all), one deque per buffer. Any: faust's events."""
+    buffers = (getattr(queue, "_queue", None) for queue in list(app.flow_control._queues))
+    return [events for events in buffers if isinstance(events, deque)]
+
+
 def _drop_queued(app: AppT, revoked: set[TP]) -> int:
-    """Take the events of *revoked* out of every stream buffer (faust's flow
-    control knows them all); returns how many were dropped."""
+    """Take the events of *revoked* out of every stream buffer; returns how
+    many were dropped."""
     dropped = 0
-    for queue in list(app.flow_control._queues):
-        events = getattr(queue, "_queue", None)
-        if not isinstance(events, deque) or not events:
+    for events in _stream_buffers(app):
+        if not events:
             continue
         keep = [e for e in events if _tp_of(e) not in revoked]
         dropped += len(events) - len(keep)
@@ -206,9 +212,8 @@ async def assign(
     queued for an agent stay valid: :class:`Generations`)."""
     faust_consumer = cast("Consumer", consumer)
     app = faust_consumer.app
-    for queue in list(app.flow_control._queues):
-        events = getattr(queue, "_queue", None)
-        for event in list(events) if isinstance(events, deque) else ():
+    for events in _stream_buffers(app):
+        for event in list(events):
             message = getattr(event, "message", None)
             if message is not None:
                 generations.restamp(message)

@@ -59,8 +59,6 @@ class _CooperativeConsumer(driver.Consumer):
     cooperation: Cooperation | None = None
     #: the current fetch's first and last offset per partition (faust delivers from it)
     _fetched: dict[TP, tuple[int, int]] | None = None
-    #: the partitions given up in the cooperative rebalance under way
-    _giving_up: frozenset[TP] = frozenset()
     #: the record faust's fetch loop is delivering (it may reach a stream's
     #: queue only after a rebalance completed: stamped anew then)
     _delivering: Any = None
@@ -136,15 +134,15 @@ class _CooperativeConsumer(driver.Consumer):
 
     async def on_partitions_revoked(self, revoked: set[TP]) -> None:
         if self._incremental():
-            self._giving_up = frozenset(revoked)
             await incremental.revoke(self, revoked)
             return
         await super().on_partitions_revoked(revoked)
 
     async def on_partitions_assigned(self, assigned: set[TP], generation_id: int = 0) -> None:
-        if self._incremental():
-            self.generations.carried(generation_id, set(self._giving_up))
-            self._giving_up = frozenset()
+        cooperation = self.cooperation
+        if cooperation is not None and self._incremental():
+            # the coordinator noted what this rebalance gave up before assigning
+            self.generations.carried(generation_id, set(cooperation.revoked))
             if self._delivering is not None:
                 self.generations.restamp(self._delivering)
             await incremental.assign(self, assigned, generation_id, self.generations)

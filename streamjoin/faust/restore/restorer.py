@@ -229,7 +229,8 @@ class Restorer(Service):
         streams = {tp for tp in assigned if tp.topic not in changelogs}
         for tp in revoked:
             self._book.applied.pop(tp, None)
-        kept = self._kept_tasks(actives) if incremental(app) else set()
+        partial = incremental(app)  # a cooperative rebalance: kept tasks go on
+        kept = self._kept_tasks(actives) if partial else set()
         self._active_tps = actives
         self._standby_tps = standbys
         self._global_tps = {tp for tp in actives if self._is_global(tp)}
@@ -245,7 +246,7 @@ class Restorer(Service):
             )
         # a kept task's partitions keep their positions and keep running
         restore = {tp for tp in actives if tp.partition not in kept}
-        seek = {tp for tp in streams if tp in newly_assigned} if incremental(app) else None
+        seek = {tp for tp in streams if tp in newly_assigned} if partial else None
         waiting = {tp for tp in streams if tp.partition not in kept}
         self._session = asyncio.ensure_future(
             self._run_session(previous, generation_id, restore, standbys, waiting, seek)
