@@ -35,7 +35,14 @@ if TYPE_CHECKING:
     from streamjoin.faust.join.types import TopicArg
     from streamjoin.join.policy import JoinPolicy
 
-__all__ = ["ASSIGNOR", "COOPERATIVE_ENV", "DEFAULTS", "GROUP_TIMEOUTS", "App"]
+__all__ = [
+    "ASSIGNOR",
+    "COOPERATIVE_ENV",
+    "DEFAULTS",
+    "GROUP_TIMEOUTS",
+    "App",
+    "cooperative_from_env",
+]
 
 #: The environment variable that turns cooperative rebalancing on (``1``, ``true``, ``yes``, ``on``)
 COOPERATIVE_ENV = "STREAMJOIN_COOPERATIVE"
@@ -57,6 +64,12 @@ DEFAULTS: Mapping[str, Any] = {  # Any: faust settings' values, of many types
     "PartitionAssignor": ASSIGNOR,
     **GROUP_TIMEOUTS,
 }
+
+
+def cooperative_from_env() -> bool:
+    """Whether an App rebalances cooperatively when not told: ``STREAMJOIN_COOPERATIVE``
+    set to ``1``, ``true``, ``yes`` or ``on`` (unset or anything else: eager)."""
+    return os.environ.get(COOPERATIVE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 class App(faust.App):
@@ -81,11 +94,7 @@ class App(faust.App):
         for name, value in DEFAULTS.items():
             options.setdefault(name, value)
         #: whether the worker's consumer rebalances cooperatively
-        self.cooperative = (
-            os.environ.get(COOPERATIVE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
-            if cooperative is None
-            else cooperative
-        )
+        self.cooperative = cooperative_from_env() if cooperative is None else cooperative
         super().__init__(id, **options)
         from streamjoin.faust.web import add_assignment_page, add_joins_page
 

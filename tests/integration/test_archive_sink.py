@@ -32,6 +32,8 @@ from kafka_util import create_topic, produce_events, read_topics, run, wait_unti
 from streamjoin.ads.archive.layout import HourBucket, hour_bucket, parse_file_name
 from streamjoin.dev.broker import EmbeddedBroker
 from streamjoin.dev.process import WorkerProcess
+from streamjoin.faust.app import cooperative_from_env
+from streamjoin.faust.kafka.cooperative import PROTOCOL
 
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
@@ -209,19 +211,30 @@ def archive_run(
 
 
 class _SameProtocol(RoundRobinPartitionAssignor):
-    """Round robin under the workers' protocol name (the broker keeps an empty
-    group's protocol: a member naming another one is refused)."""
+    """Round robin under the workers' eager protocol name (the broker keeps an
+    empty group's protocol: a member naming another one is refused)."""
 
     name = "streamjoin"
 
 
+class _SameCooperativeProtocol(RoundRobinPartitionAssignor):
+    """Round robin under the name cooperative workers offer first (offered
+    only when the workers are cooperative: the group keeps the protocol its
+    first member chose, and eager workers offer only ``streamjoin``)."""
+
+    name = PROTOCOL
+
+
 async def _commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
     """Join *group* alone and commit *offsets* ((topic, partition) -> next offset)."""
+    offered: tuple[type, ...] = (_SameProtocol,)
+    if cooperative_from_env():
+        offered = (_SameCooperativeProtocol, _SameProtocol)
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
         group_id=group,
         enable_auto_commit=False,
-        partition_assignment_strategy=(_SameProtocol,),
+        partition_assignment_strategy=offered,
     )
     await consumer.start()
     try:

@@ -30,12 +30,7 @@ from kafka_util import create_topic, encode, end_offsets, run, wait_until
 
 from streamjoin.dev.broker import EmbeddedBroker
 
-#: in make test-faults, not make test: cooperative rebalancing is an off-by-default
-#: preview, and this test still finds one record lost now and then (offset 605 of
-#: a partition kept through the first rebalance, in about one run of three;
-#: issue 28's note). It stays as strict as it is: it must pass before the
-#: preview can become the default.
-pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.preview]
+pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
 PARTITIONS = 6
 #: records per second over all partitions

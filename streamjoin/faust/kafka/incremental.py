@@ -53,7 +53,14 @@ if TYPE_CHECKING:
     from faust.transport.consumer import Consumer
     from faust.types import TP, AppT, ConsumerT
 
-__all__ = ["Generations", "assign", "incremental", "revoke", "seek_to_committed"]
+__all__ = [
+    "Generations",
+    "assign",
+    "incremental",
+    "restamp_queued",
+    "revoke",
+    "seek_to_committed",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -204,6 +211,16 @@ async def _wait_in_flight(consumer: Consumer, revoked: set[TP], app: AppT) -> fl
     return time.monotonic() - started
 
 
+def restamp_queued(app: AppT, generations: Generations) -> None:
+    """Stamp the records queued for an agent with the latest generation they
+    are valid in (:meth:`Generations.restamp`)."""
+    for events in _stream_buffers(app):
+        for event in list(events):
+            message = getattr(event, "message", None)
+            if message is not None:
+                generations.restamp(message)
+
+
 async def assign(
     consumer: ConsumerT, assigned: set[TP], generation_id: int, generations: Generations
 ) -> None:
@@ -212,11 +229,7 @@ async def assign(
     queued for an agent stay valid: :class:`Generations`)."""
     faust_consumer = cast("Consumer", consumer)
     app = faust_consumer.app
-    for events in _stream_buffers(app):
-        for event in list(events):
-            message = getattr(event, "message", None)
-            if message is not None:
-                generations.restamp(message)
+    restamp_queued(app, generations)
     # the app's note of its previous assignment says what is new
     revoked, newly_assigned = app._update_assignment(assigned)  # type: ignore[attr-defined]
     # faust's consumer bookkeeping, the added partitions paused from the start

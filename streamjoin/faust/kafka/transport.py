@@ -37,7 +37,7 @@ from faust.types import TP
 
 from streamjoin.faust.kafka import incremental
 from streamjoin.faust.kafka.cooperative import Cooperation, install_cooperative
-from streamjoin.faust.kafka.session import aiokafka_consumer
+from streamjoin.faust.kafka.session import aiokafka_consumer, group_coordinator
 
 __all__ = ["CooperativeTransport"]
 
@@ -54,6 +54,35 @@ class _CooperativeConsumerThread(driver.AIOKafkaConsumerThread):
             logger.info("cooperative rebalancing: on (protocol offered first)")
 
 
+class _CooperativeListener(driver.ConsumerRebalanceListener):
+    """faust's rebalance listener, except that in a cooperative rebalance it
+    leaves the app's generation to the consumer on the event loop.
+
+    faust's listener sets ``app.consumer_generation_id`` in the consumer
+    thread before the event loop hears of the assignment. faust's streams
+    skip, and acknowledge, a record stamped with another generation than the
+    app's: in between, an agent taking a queued record of a kept partition
+    skipped it, and the next commit went past it (one record lost now and
+    then at the first cooperative rebalance). The consumer sets the
+    generation in the same event-loop step in which it restamps the queued
+    records (:meth:`_CooperativeConsumer.on_partitions_assigned`)."""
+
+    def __init__(self, thread: driver.AIOKafkaConsumerThread) -> None:
+        super().__init__(thread)
+        self.consumer_thread = thread
+
+    async def on_partitions_assigned(self, assigned: Any) -> None:  # Any: aiokafka's TPs
+        thread = self.consumer_thread
+        cooperation = getattr(thread.consumer, "cooperation", None)
+        aio = aiokafka_consumer(thread.consumer)
+        coordinator = None if aio is None else group_coordinator(aio)
+        if cooperation is None or not cooperation.incremental or coordinator is None:
+            await super().on_partitions_assigned(assigned)
+            return
+        tps = {TP(tp.topic, tp.partition) for tp in assigned}
+        await thread.on_partitions_assigned(tps, coordinator.generation)
+
+
 class _CooperativeConsumer(driver.Consumer):
     #: how this consumer's rebalances went (``None`` until its thread started)
     cooperation: Cooperation | None = None
@@ -62,6 +91,8 @@ class _CooperativeConsumer(driver.Consumer):
     #: the record faust's fetch loop is delivering (it may reach a stream's
     #: queue only after a rebalance completed: stamped anew then)
     _delivering: Any = None
+
+    RebalanceListener: ClassVar[Any] = _CooperativeListener  # Any: faust's listener class
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -145,8 +176,13 @@ class _CooperativeConsumer(driver.Consumer):
             self.generations.carried(generation_id, set(cooperation.revoked))
             if self._delivering is not None:
                 self.generations.restamp(self._delivering)
+            incremental.restamp_queued(self.app, self.generations)
+            # no await since the restamps: no agent sees a record of a kept
+            # partition stamped with the old generation under the new one
+            self.app.consumer_generation_id = generation_id
             await incremental.assign(self, assigned, generation_id, self.generations)
             return
+        self.app.consumer_generation_id = generation_id  # faust's listener did too
         self.generations.eager(generation_id)
         await super().on_partitions_assigned(assigned, generation_id)
 
