@@ -4,7 +4,8 @@ The example's run (8 partitions, two workers with a standby each, the paced
 generator, grace 10 s) while the workers' process groups are SIGSTOPped and
 SIGCONTed: past the session timeout (6 s: the group gives the frozen worker's
 tasks to the other one, and the thawed worker is a zombie until it rejoins),
-shorter than it (its high watermarks are stale when it thaws), and one worker
+shorter than it but past the worker's session lease (its high watermarks are
+stale when it thaws, and it abandons the batch it had in flight), and one worker
 right after the other (during the rebalance the first thaw starts). Every
 decided click gets exactly one distinct outcome, the reference's; no valid
 record is dead-lettered; both workers run on; and every worker's RocksDB copy
@@ -34,7 +35,10 @@ pytestmark = [pytest.mark.broker, pytest.mark.slow]
 #: seconds of traffic the freezes fall into (the generator runs about 60 s)
 SPAN = 48.0
 #: (worker, seconds before, seconds frozen) of the default schedule
-DEFAULT = [(1, 4.0, 12.0), (0, 4.0, 3.0), (0, 3.0, 9.0), (1, 0.5, 7.0), (0, 4.0, 15.0)]
+#: (4.5 s: past the worker's session lease of 4 s, within its 6 s session: it
+#: stays in the group, and a batch it had in flight is abandoned; its tasks
+#: stay with it and are opened again from a state restored after that)
+DEFAULT = [(1, 4.0, 12.0), (0, 4.0, 4.5), (0, 3.0, 9.0), (1, 0.5, 7.0), (0, 4.0, 15.0)]
 
 
 def schedule(seed: int) -> list[tuple[int, float, float]]:

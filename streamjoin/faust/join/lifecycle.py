@@ -206,6 +206,16 @@ class TaskSet:
             if partition in done and partition not in self.live and self.owned(partition):
                 self.task(partition)
 
+    def abandoned(self) -> set[int]:
+        """Tasks whose batch was abandoned and whose state was not restored since
+        (they do not open until it is: :meth:`owned`)."""
+        ready = {} if self._restored_at is None else self._restored_at()
+        return {
+            partition
+            for partition, at in self._abandoned.items()
+            if ready.get(partition) is None or ready[partition] <= at
+        }
+
     def token(self, partition: int) -> bytes | None:
         """The owner token this worker writes *partition*'s changelog with."""
         ownership = self._ownership()

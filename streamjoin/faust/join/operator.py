@@ -179,6 +179,14 @@ class Join:
         self.intake.install()  # before the first fetch of the join's partitions
         await self.tasks.on_rebalance(assigned)
 
+    def restore_again(self) -> set[tuple[str, int]]:
+        """(changelog topic, partition) of every task of this join whose batch was
+        abandoned since its state was last restored: the task opens again only
+        from a state restored after that, so a cooperative rebalance that keeps
+        the task on this worker restores its state again."""
+        topic = self.config.changelog_topic
+        return {(topic, partition) for partition in self.tasks.abandoned()}
+
     # -- introspection -------------------------------------------------------------
 
     def describe(self) -> dict[str, Any]:  # Any: JSON values

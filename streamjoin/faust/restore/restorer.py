@@ -231,10 +231,15 @@ class Restorer(Service):
             self._book.applied.pop(tp, None)
         partial = incremental(app)  # a cooperative rebalance: kept tasks go on
         kept = self._kept_tasks(actives) if partial else set()
+        # a join's task kept here whose batch was abandoned: its state again
+        again = {tp for tp in self._restore_again() if tp in actives and tp.partition in kept}
         self._active_tps = actives
         self._standby_tps = standbys
         self._global_tps = {tp for tp in actives if self._is_global(tp)}
-        self._restored_at = {p: t for p, t in self._restored_at.items() if p in kept}
+        renewed = {tp.partition for tp in again}
+        self._restored_at = {
+            p: t for p, t in self._restored_at.items() if p in kept and p not in renewed
+        }
         self._generation = generation_id
         previous = self._session
         if previous is not None and not previous.done():
@@ -244,13 +249,24 @@ class Restorer(Service):
                 "cooperative rebalance: task(s) %s keep running (not restored again)",
                 sorted(kept),
             )
+        if again:
+            tasks = sorted(renewed)
+            logger.info("cooperative rebalance: join state of task(s) %s restored again", tasks)
         # a kept task's partitions keep their positions and keep running
-        restore = {tp for tp in actives if tp.partition not in kept}
+        restore = {tp for tp in actives if tp.partition not in kept} | again
         seek = {tp for tp in streams if tp in newly_assigned} if partial else None
         waiting = {tp for tp in streams if tp.partition not in kept}
         self._session = asyncio.ensure_future(
             self._run_session(previous, generation_id, restore, standbys, waiting, seek)
         )
+
+    def _restore_again(self) -> set[TP]:
+        """Active changelog partitions a join asks to restore again (its task's
+        batch was abandoned since the last restore; ``Join.restore_again``)."""
+        again: set[TP] = set()
+        for join in (getattr(self.app, "joins", None) or {}).values():
+            again |= {TP(topic, partition) for topic, partition in join.restore_again()}
+        return again
 
     def _kept_tasks(self, actives: set[TP]) -> set[int]:
         """Tasks (partitions) whose active changelog partitions all stay here and
@@ -359,7 +375,12 @@ class Restorer(Service):
             logger.info("resuming with an empty assignment")
         if self._stale(generation_id):
             return None
-        app.flow_control.resume()
+        if not app.flow_control.is_active():
+            # resume() also empties every stream buffer: right for an eager
+            # rebalance (what was revoked is read again from its committed
+            # offset); after a cooperative one the flow never stopped and the
+            # buffers hold records of kept partitions, which are not read again
+            app.flow_control.resume()
         consumer.resume_flow()
         await start_fetcher(app)
 
