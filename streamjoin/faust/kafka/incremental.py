@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Generations",
     "assign",
+    "drop_queued",
     "incremental",
     "restamp_queued",
     "revoke",
@@ -131,7 +132,7 @@ async def revoke(consumer: ConsumerT, revoked: set[TP]) -> None:
         app.tables.on_partitions_revoked(revoked)
         if revoked:
             consumer.pause_partitions(revoked)
-            dropped = _drop_queued(app, revoked)
+            dropped = drop_queued(app, revoked)
             waited = await _wait_in_flight(faust_consumer, revoked, app)
             logger.info(
                 "cooperative revoke of %d partition(s): %d queued record(s) dropped, "
@@ -170,7 +171,7 @@ def _stream_buffers(app: AppT) -> list[deque[Any]]:
     return [events for events in buffers if isinstance(events, deque)]
 
 
-def _drop_queued(app: AppT, revoked: set[TP]) -> int:
+def drop_queued(app: AppT, revoked: set[TP]) -> int:
     """Take the events of *revoked* out of every stream buffer; returns how
     many were dropped."""
     dropped = 0

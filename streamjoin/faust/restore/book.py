@@ -140,11 +140,15 @@ class TaskGate:
         self._waiting = set(streams)
         self._global_partitions = global_partitions
         self._restored_at = restored_at
+        #: every task that had a changelog partition pending in this session
+        self._restoring: set[int] = set()
 
     def update(self, pending: set[int]) -> None:
-        """Resume every waiting stream partition whose task has nothing *pending*."""
+        """Resume every waiting stream partition whose task has nothing *pending*;
+        note the time each task that was restoring became ready."""
         global_pending = bool(pending & self._global_partitions)
-        partitions = {tp.partition for tp in self._waiting} | set(pending)
+        self._restoring |= pending
+        partitions = {tp.partition for tp in self._waiting} | self._restoring
         ready = ready_partitions(sorted(partitions), pending, global_pending)
         now = time.time()
         for partition in sorted(ready):

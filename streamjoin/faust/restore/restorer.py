@@ -47,9 +47,9 @@ from mode import Service
 
 from streamjoin._supervise import crash_on_failure
 from streamjoin.faust.kafka.app import changelogs as table_changelogs
-from streamjoin.faust.kafka.consumer import start_fetcher
+from streamjoin.faust.kafka.consumer import forget_offsets, start_fetcher
 from streamjoin.faust.kafka.fetch_guard import install_fetch_guard
-from streamjoin.faust.kafka.incremental import incremental, seek_to_committed
+from streamjoin.faust.kafka.incremental import drop_queued, incremental, seek_to_committed
 from streamjoin.faust.kafka.session import request_rebalance
 from streamjoin.faust.restore.book import ChangelogBook, TaskGate
 from streamjoin.faust.restore.fetch import ChangelogFetcher, RestoreSettings, restore_consumer
@@ -231,12 +231,14 @@ class Restorer(Service):
             self._book.applied.pop(tp, None)
         partial = incremental(app)  # a cooperative rebalance: kept tasks go on
         kept = self._kept_tasks(actives) if partial else set()
-        # a join's task kept here whose batch was abandoned: its state again
+        # a join's task kept here whose batch was abandoned: its state again,
+        # its inputs from the committed offset (never past the state's position)
         again = {tp for tp in self._restore_again() if tp in actives and tp.partition in kept}
+        renewed = {tp.partition for tp in again}
+        redo = {tp for tp in streams if tp.partition in renewed}
         self._active_tps = actives
         self._standby_tps = standbys
         self._global_tps = {tp for tp in actives if self._is_global(tp)}
-        renewed = {tp.partition for tp in again}
         self._restored_at = {
             p: t for p, t in self._restored_at.items() if p in kept and p not in renewed
         }
@@ -245,17 +247,16 @@ class Restorer(Service):
         if previous is not None and not previous.done():
             previous.cancel()
         if kept:
-            logger.info(
-                "cooperative rebalance: task(s) %s keep running (not restored again)",
-                sorted(kept),
-            )
-        if again:
-            tasks = sorted(renewed)
-            logger.info("cooperative rebalance: join state of task(s) %s restored again", tasks)
+            logger.info("cooperative rebalance: task(s) %s keep running", sorted(kept))
+        if redo:
+            logger.info("cooperative rebalance: task(s) %s restored again", sorted(renewed))
+            app.consumer.pause_partitions(redo)
+            drop_queued(app, redo)
+            forget_offsets(app.consumer, redo)
         # a kept task's partitions keep their positions and keep running
         restore = {tp for tp in actives if tp.partition not in kept} | again
-        seek = {tp for tp in streams if tp in newly_assigned} if partial else None
-        waiting = {tp for tp in streams if tp.partition not in kept}
+        seek = {tp for tp in streams if tp in newly_assigned} | redo if partial else None
+        waiting = {tp for tp in streams if tp.partition not in kept} | redo
         self._session = asyncio.ensure_future(
             self._run_session(previous, generation_id, restore, standbys, waiting, seek)
         )
