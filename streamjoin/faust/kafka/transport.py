@@ -22,8 +22,12 @@ Subclassed (faust-streaming 0.15.3): ``faust.transport.drivers.aiokafka``'s
 ``Transport`` (its ``Consumer`` class attribute), ``Consumer``
 (``_new_consumer_thread``, faust's factory of its consumer thread;
 ``on_partitions_revoked`` and ``on_partitions_assigned``) and
-``AIOKafkaConsumerThread`` (``on_start``); the consumer it creates is read
-through :func:`~streamjoin.faust.kafka.session.aiokafka_consumer`.
+``AIOKafkaConsumerThread`` (``on_start``) and ``ConsumerRebalanceListener``
+(``on_partitions_assigned``, through the consumer's ``RebalanceListener``
+class attribute: in a cooperative rebalance the app's generation is set by
+the consumer on the event loop, not by the listener in the consumer thread);
+the consumer it creates is read through
+:func:`~streamjoin.faust.kafka.session.aiokafka_consumer`.
 """
 
 from __future__ import annotations
