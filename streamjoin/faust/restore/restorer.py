@@ -230,7 +230,8 @@ class Restorer(Service):
         for tp in revoked:
             self._book.applied.pop(tp, None)
         partial = incremental(app)  # a cooperative rebalance: kept tasks go on
-        kept = self._kept_tasks(actives) if partial else set()
+        added = {tp.partition for tp in streams if tp in newly_assigned}
+        kept = self._kept_tasks(actives) - added if partial else set()
         # a join's task kept here whose batch was abandoned: its state again,
         # its inputs from the committed offset (never past the state's position)
         again = {tp for tp in self._restore_again() if tp in actives and tp.partition in kept}
@@ -253,7 +254,6 @@ class Restorer(Service):
             app.consumer.pause_partitions(redo)
             drop_queued(app, redo)
             forget_offsets(app.consumer, redo)
-        # a kept task's partitions keep their positions and keep running
         restore = {tp for tp in actives if tp.partition not in kept} | again
         seek = {tp for tp in streams if tp in newly_assigned} | redo if partial else None
         waiting = {tp for tp in streams if tp.partition not in kept} | redo
@@ -270,8 +270,8 @@ class Restorer(Service):
         return again
 
     def _kept_tasks(self, actives: set[TP]) -> set[int]:
-        """Tasks (partitions) whose active changelog partitions all stay here and
-        were restored already: in a cooperative rebalance they keep running."""
+        """Tasks whose active changelog partitions all stay here, restored already:
+        they keep running through a cooperative rebalance (but not with an added input)."""
         ready = set(self._restored_at)
         previous = self._active_tps
         by_task: dict[int, bool] = {}
