@@ -44,7 +44,7 @@ __all__ = [
     "cooperative_from_env",
 ]
 
-#: The environment variable: ``0``, ``false``, ``no`` or ``off`` rebalances eagerly
+#: The environment variable: ``1``, ``true``, ``yes`` or ``on`` rebalances cooperatively
 COOPERATIVE_ENV = "STREAMJOIN_COOPERATIVE"
 
 #: The partition assignor every streamjoin.App uses unless told otherwise.
@@ -67,9 +67,9 @@ DEFAULTS: Mapping[str, Any] = {  # Any: faust settings' values, of many types
 
 
 def cooperative_from_env() -> bool:
-    """Whether an App rebalances cooperatively when not told: yes, unless
-    ``STREAMJOIN_COOPERATIVE`` is ``0``, ``false``, ``no`` or ``off``."""
-    return os.environ.get(COOPERATIVE_ENV, "").strip().lower() not in ("0", "false", "no", "off")
+    """Whether an App rebalances cooperatively when not told: ``STREAMJOIN_COOPERATIVE``
+    set to ``1``, ``true``, ``yes`` or ``on`` (unset or anything else: eager)."""
+    return os.environ.get(COOPERATIVE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 class App(faust.App):
@@ -83,8 +83,9 @@ class App(faust.App):
     cooperatively (docs/assignment.rst, "Cooperative rebalancing") when its
     broker URL is a ``kafka://`` one: the tasks that stay on a worker keep
     running through a rebalance; ``False`` rebalances eagerly, as faust does.
-    ``None`` (the default) reads ``STREAMJOIN_COOPERATIVE`` (``0``, ``false``,
-    ``no`` or ``off``: eager; unset or anything else: cooperative).
+    ``None`` (the default) reads ``STREAMJOIN_COOPERATIVE`` (``1``, ``true``,
+    ``yes`` or ``on``: cooperative; unset or anything else: eager). Still a
+    preview, off by default: see the docs for what it does not do yet.
     """
 
     def __init__(

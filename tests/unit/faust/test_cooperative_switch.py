@@ -18,20 +18,20 @@ def _transport(app: faust.App) -> object:
     return app.transport
 
 
-def test_a_streamjoin_app_rebalances_cooperatively_unless_told_not_to(
+def test_a_streamjoin_app_rebalances_cooperatively_when_told_to(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("STREAMJOIN_COOPERATIVE", raising=False)
-    on = streamjoin.App("sj-switch-on", broker=BROKER)
-    assert on.cooperative is True and isinstance(_transport(on), CooperativeTransport)
-    off = streamjoin.App("sj-switch-off", broker=BROKER, cooperative=False)
+    off = streamjoin.App("sj-switch-off", broker=BROKER)
     assert off.cooperative is False
     assert type(_transport(off)) is FaustTransport
+    on = streamjoin.App("sj-switch-on", broker=BROKER, cooperative=True)
+    assert on.cooperative is True and isinstance(_transport(on), CooperativeTransport)
 
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [("0", False), ("off", False), ("False", False), ("no", False), ("1", True), ("", True)],
+    [("1", True), ("on", True), ("True", True), ("yes", True), ("0", False), ("", False)],
 )
 def test_the_environment_switch(
     monkeypatch: pytest.MonkeyPatch, value: str, expected: bool
