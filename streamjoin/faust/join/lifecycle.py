@@ -209,12 +209,12 @@ class TaskSet:
     def abandoned(self) -> set[int]:
         """Tasks whose batch was abandoned and whose state was not restored since
         (they do not open until it is: :meth:`owned`)."""
-        ready = {} if self._restored_at is None else self._restored_at()
-        return {
-            partition
-            for partition, at in self._abandoned.items()
-            if ready.get(partition) is None or ready[partition] <= at
-        }
+        return {p for p, at in self._abandoned.items() if not self._restored_after(p, at)}
+
+    def _restored_after(self, partition: int, moment: float) -> bool:
+        """Was *partition*'s state restored after *moment* (``time.time()``)?"""
+        restored = None if self._restored_at is None else self._restored_at().get(partition)
+        return restored is not None and restored > moment
 
     def token(self, partition: int) -> bytes | None:
         """The owner token this worker writes *partition*'s changelog with."""
@@ -230,9 +230,7 @@ class TaskSet:
             return False
         abandoned = self._abandoned.get(partition)
         if abandoned is not None:
-            ready = self._restored_at
-            restored = None if ready is None else ready().get(partition)
-            if restored is None or restored <= abandoned:
+            if not self._restored_after(partition, abandoned):
                 return False
             del self._abandoned[partition]
         return self._ownership() is None or self.token(partition) is not None

@@ -222,15 +222,12 @@ def restamp_queued(app: AppT, generations: Generations) -> None:
                 generations.restamp(message)
 
 
-async def assign(
-    consumer: ConsumerT, assigned: set[TP], generation_id: int, generations: Generations
-) -> None:
+async def assign(consumer: ConsumerT, assigned: set[TP], generation_id: int) -> None:
     """faust's consumer and app side of the new assignment *assigned*: what it
-    adds waits for its tables; what it kept is not touched (its records
-    queued for an agent stay valid: :class:`Generations`)."""
+    adds waits for its tables; what it kept is not touched (the consumer
+    restamped its records queued for an agent first: :func:`restamp_queued`)."""
     faust_consumer = cast("Consumer", consumer)
     app = faust_consumer.app
-    restamp_queued(app, generations)
     # the app's note of its previous assignment says what is new
     revoked, newly_assigned = app._update_assignment(assigned)  # type: ignore[attr-defined]
     # faust's consumer bookkeeping, the added partitions paused from the start

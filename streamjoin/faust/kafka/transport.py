@@ -184,9 +184,11 @@ class _CooperativeConsumer(driver.Consumer):
             # no await since the restamps: no agent sees a record of a kept
             # partition stamped with the old generation under the new one
             self.app.consumer_generation_id = generation_id
-            await incremental.assign(self, assigned, generation_id, self.generations)
+            await incremental.assign(self, assigned, generation_id)
             return
-        self.app.consumer_generation_id = generation_id  # faust's listener did too
+        # faust's listener set it already, unless it took the rebalance for a
+        # cooperative one that the stopping app takes eagerly (_incremental)
+        self.app.consumer_generation_id = generation_id
         self.generations.eager(generation_id)
         await super().on_partitions_assigned(assigned, generation_id)
 
