@@ -150,7 +150,9 @@ def place(state: GroupState) -> Placement:
         for counts, quota in zip(previous_counts, active_quotas.quotas, strict=True)
     )
     rebalancing = protocol(members)
-    withheld = withhold(owners, live_owners(members, groups)) if rebalancing != "eager" else []
+    last = state.last_assignment
+    live = live_owners(members, groups, last) if rebalancing != "eager" else {}
+    withheld = withhold(owners, live)
     warmups = settled.warmups
     if withheld:
         # the new owner restores a withheld task meanwhile: it takes it warm next round
@@ -160,7 +162,10 @@ def place(state: GroupState) -> Placement:
             if groups[gi].stateful and warmups[gi][p] < 0 and target not in standbys[gi][p]:
                 warmups[gi][p] = target
     moves = actual_moves(groups, owners, actual, members, lag)
-    generation = max((m.generation for m in members if m.generation is not None), default=0) + 1
+    reported = [m.generation for m in members if m.generation is not None]
+    if last is not None:
+        reported.append(last.generation)
+    generation = max(reported, default=0) + 1
     stats = _stats(groups, owners, standbys, members, actual, moves)
     stats.update(_target_stats(groups, targets, history, members, minimum))
     stats.update(
@@ -289,6 +294,7 @@ def check_handovers(placed: Placement, tables: MemberTables[Frozen]) -> None:
             placed.members,
             {member.id: tables.actives[m] for m, member in enumerate(placed.members)},
             placed.state.global_changelogs,
+            placed.state.last_assignment,
         )
 
 

@@ -6,11 +6,20 @@ reports as its ``actives`` through the rebalance (it says so in its
 metadata, each time). A task is then given to a member only in a generation
 where no other member still owns it:
 
-* the **live owners** of a task are the cooperative members of the latest
-  generation (the highest any member reports) that claim it. A member
-  reporting an older generation was dropped from the group and has lost its
-  tasks (it writes nothing for them until it has rejoined), and an eager
-  member gave its tasks up, so their claims only help stickiness;
+* the **live owners** of a task are the members that may be running it now:
+  the cooperative members of the latest generation (the highest any member
+  reports, or the leader's own last assignment's, whichever is higher) that
+  claim it, and the members whose report is older than that, for what they
+  may still run. A broker may hand the leader the metadata a member sent
+  for an earlier rebalance (the embedded broker does, when the member's
+  JoinGroup comes late): the member has lost nothing, it still runs what it
+  claimed then (if it was cooperative then) and what the leader gave it in
+  the latest generation (:class:`~streamjoin.assignment.model.LastAssignment`,
+  known when this leader made it). A partition a member of the latest
+  generation claims is not held for such a member: it was revoked from it
+  before it could move. A member that lost its membership rejoins
+  non-cooperative (it gave everything up) and an eager member gave its
+  tasks up, so their own claims only help stickiness;
 * a task whose placed owner is not its only live owner is **withheld**: no
   member gets it this round. Its live owners see it revoked, give it up
   (flush, commit, close) and rejoin at once; the follow-up rebalance gives it
@@ -33,7 +42,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from streamjoin.assignment.errors import UnsafeHandoverError
-from streamjoin.assignment.model import MemberState, TaskGroup
+from streamjoin.assignment.model import LastAssignment, MemberState, TaskGroup
 
 __all__ = ["check_one_owner", "live_owners", "protocol", "withhold"]
 
@@ -48,23 +57,51 @@ def protocol(members: Sequence[MemberState]) -> str:
     return "eager" if True not in flags else "mixed"
 
 
-def _live(members: Sequence[MemberState]) -> list[int]:
-    """Indices of the members whose claims are live: cooperative, of the latest generation."""
-    latest = max((m.generation for m in members if m.generation is not None), default=None)
-    if latest is None:
+def _live_claims(
+    members: Sequence[MemberState], last: LastAssignment | None
+) -> list[tuple[int, dict[str, set[int]]]]:
+    """(member index, topic -> partitions it may be running now), by member index."""
+    reported = [m.generation for m in members if m.generation is not None]
+    if last is not None:
+        reported.append(last.generation)
+    if not reported:
         return []
-    return [i for i, m in enumerate(members) if m.cooperative and m.generation == latest]
+    latest = max(reported)
+    remembered = last.actives if last is not None and last.generation == latest else {}
+    fresh = {i for i, m in enumerate(members) if m.cooperative and m.generation == latest}
+    taken = {(t, p) for i in fresh for t, parts in members[i].actives.items() for p in parts}
+    out: list[tuple[int, dict[str, set[int]]]] = []
+    for i, member in enumerate(members):
+        if i in fresh:
+            out.append((i, {t: set(parts) for t, parts in member.actives.items()}))
+            continue
+        if member.generation is not None and member.generation >= latest:
+            continue  # of the latest generation, not cooperative: it gave everything up
+        claims: dict[str, set[int]] = {}
+        sources = [remembered.get(member.id, {})]
+        if member.cooperative:
+            sources.append(member.actives)
+        for source in sources:
+            for topic, parts in source.items():
+                left = {p for p in parts if (topic, p) not in taken}
+                if left:
+                    claims.setdefault(topic, set()).update(left)
+        if claims:
+            out.append((i, claims))
+    return out
 
 
 def live_owners(
-    members: Sequence[MemberState], groups: Sequence[TaskGroup]
+    members: Sequence[MemberState],
+    groups: Sequence[TaskGroup],
+    last: LastAssignment | None = None,
 ) -> dict[Task, tuple[int, ...]]:
     """Task -> the indices (into *members*) of its live owners, sorted; tasks
-    no cooperative member of the latest generation claims are left out."""
+    nobody may be running now are left out."""
     group_of = {topic: g.index for g in groups for topic in g.topics}
     found: dict[Task, set[int]] = {}
-    for m in _live(members):
-        for topic, parts in members[m].actives.items():
+    for m, claims in _live_claims(members, last):
+        for topic, parts in claims.items():
             gi = group_of.get(topic)
             if gi is None:
                 continue
@@ -87,26 +124,27 @@ def check_one_owner(
     members: Sequence[MemberState],
     actives: Mapping[str, Mapping[str, Sequence[int]]],
     global_topics: frozenset[str],
+    last: LastAssignment | None = None,
 ) -> None:
     """Raise :class:`UnsafeHandoverError` if *actives* (member id -> topic ->
     partitions, the new assignment) gives a partition to a member while
-    another cooperative member of the latest generation still claims it; global
+    another member may still be running it (a live owner, above); global
     changelog topics (every member reads them) are left out."""
     claimed: dict[tuple[str, int], list[str]] = {}
-    for m in _live(members):
-        member = members[m]
-        for topic, parts in member.actives.items():
+    for m, claims in _live_claims(members, last):
+        member_id = members[m].id
+        for topic, parts in claims.items():
             if topic in global_topics:
                 continue
             for p in parts:
-                claimed.setdefault((topic, p), []).append(member.id)
+                claimed.setdefault((topic, p), []).append(member_id)
     if not claimed:
         return
     for member_id in sorted(actives):
-        for topic, parts in sorted(actives[member_id].items()):
+        for topic, given in sorted(actives[member_id].items()):
             if topic in global_topics:
                 continue
-            for p in parts:
+            for p in given:
                 others = tuple(sorted(o for o in claimed.get((topic, p), ()) if o != member_id))
                 if others:
                     raise UnsafeHandoverError(topic, p, member_id, others)

@@ -19,9 +19,10 @@ from streamjoin.assignment.document_members import (
     _member,
     _members_in_bulk,
     _obj,
+    _partitions,
     _topic_list,
 )
-from streamjoin.assignment.model import Assignment, GroupState
+from streamjoin.assignment.model import Assignment, GroupState, LastAssignment
 
 __all__ = ["assign_document", "parse_group_state", "render_assignment"]
 
@@ -34,6 +35,7 @@ _TOP_KEYS = frozenset(
         "standby_replicas",
         "acceptable_recovery_lag",
         "max_warmup_replicas",
+        "last_assignment",
         "members",
     }
 )
@@ -94,7 +96,34 @@ def _parse(doc: Any, share: bool) -> GroupState:
             if root.get("max_warmup_replicas") is None
             else _int(root["max_warmup_replicas"], "max_warmup_replicas", 0)
         ),
+        last_assignment=_last_assignment(root.get("last_assignment"), topics),
     )
+
+
+def _last_assignment(value: Any, topics: dict[str, int]) -> LastAssignment | None:
+    """``{"generation": G, "actives": {member id: {topic: [partitions]}}}`` or null."""
+    if value is None:
+        return None
+    where = "last_assignment"
+    obj = _obj(value, where)
+    unknown = sorted(set(obj) - {"generation", "actives"})
+    if unknown:
+        raise _fail(where, f"unknown field(s) {unknown}; allowed: ['actives', 'generation']")
+    if "generation" not in obj:
+        raise _fail(where, 'missing "generation": the generation that assignment made')
+    actives = {
+        _member_key(member_id): _partitions(parts, f"{where}.actives.{member_id}", topics)
+        for member_id, parts in sorted(_obj(obj.get("actives", {}), f"{where}.actives").items())
+    }
+    return LastAssignment(_int(obj["generation"], f"{where}.generation", 0), actives)
+
+
+def _member_key(member_id: Any) -> str:
+    if not isinstance(member_id, str) or not member_id:
+        raise _fail(
+            "last_assignment.actives", f"member ids must be non-empty strings, got {member_id!r}"
+        )
+    return member_id
 
 
 def _str_key(name: Any, where: str) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 __all__ = [
     "Assignment",
     "GroupState",
+    "LastAssignment",
     "MemberAssignment",
     "MemberState",
     "Move",
@@ -54,6 +55,22 @@ class MemberState:
 
 
 @dataclass(frozen=True)
+class LastAssignment:
+    """The actives the leader itself gave each member in the assignment it made last.
+
+    A broker may answer the leader's JoinGroup with the metadata a member sent
+    for an earlier rebalance (the embedded broker does, for a member whose
+    JoinGroup comes late): that member's claims then lag behind what it runs.
+    The leader's own record of generation ``generation`` fills the gap (see
+    :mod:`streamjoin.assignment.cooperative`).
+    """
+
+    generation: int
+    #: member id -> topic -> partitions
+    actives: Mapping[str, ReportedPartitions]
+
+
+@dataclass(frozen=True)
 class GroupState:
     """The whole input of one assignment: topics, declarations and members."""
 
@@ -67,6 +84,8 @@ class GroupState:
     #: warm-up replicas the whole group may hold at once; ``None``: no cap;
     #: 0: no warm-ups (a task moves to its target at once, cold if need be)
     max_warmup_replicas: int | None = None
+    #: what this leader gave each member last time (``None``: nothing known)
+    last_assignment: LastAssignment | None = None
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from streamjoin.assignment.model import GroupState, MemberState
+from streamjoin.assignment.model import GroupState, LastAssignment, MemberState
 from streamjoin.membership.userdata import MemberInfo
 
 __all__ = ["JoinedMember", "build_group_state"]
@@ -36,6 +36,7 @@ def build_group_state(
     standby_replicas: int = 0,
     acceptable_recovery_lag: int = 10_000,
     max_warmup_replicas: int | None = None,
+    last_assignment: LastAssignment | None = None,
 ) -> tuple[GroupState, dict[str, str]]:
     """Return the group state and a map from stable id to Kafka member id.
 
@@ -87,6 +88,7 @@ def build_group_state(
         standby_replicas=standby_replicas,
         acceptable_recovery_lag=acceptable_recovery_lag,
         max_warmup_replicas=max_warmup_replicas,
+        last_assignment=last_assignment,
     )
     return state, by_stable
 

@@ -47,6 +47,8 @@ from streamjoin.membership.userdata import (
 if TYPE_CHECKING:
     from faust.types import AppT
 
+    from streamjoin.assignment.model import LastAssignment
+
 __all__ = ["PartitionAssignor"]
 
 logger = logging.getLogger(__name__)
@@ -80,6 +82,8 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
         self.last_rebalance: dict[str, Any] = {}
         #: stats of the last assignment this member made as the leader
         self.last_assignment: dict[str, Any] = {}
+        #: what that assignment gave each member (see streamjoin.faust.assignment.leader)
+        self.last_actives: LastAssignment | None = None
         self.settings = member_settings(app)
         #: the rebalance under way keeps this member's actives running (see
         #: streamjoin.faust.kafka.cooperative): its metadata says so

@@ -20,6 +20,7 @@ from aiokafka.coordinator.protocol import (
 from streamjoin._gc import gc_paused
 from streamjoin.assignment import assign
 from streamjoin.assignment.errors import AssignmentError
+from streamjoin.assignment.model import LastAssignment
 from streamjoin.faust.kafka.app import changelog_topic_name
 from streamjoin.membership.group_state import JoinedMember, build_group_state
 from streamjoin.membership.shares import empty_shares, member_shares
@@ -45,6 +46,9 @@ class Leader(Protocol):
     protocol_version: int
     #: stats of the last assignment made as the leader (JSON values: Any)
     last_assignment: dict[str, Any]
+    #: the actives that assignment gave each member (the leader's memory: a
+    #: member's metadata may come from its JoinGroup of an earlier rebalance)
+    last_actives: LastAssignment | None
 
     def stop_worker(self, exc: Exception) -> None:
         """Crash the worker: the assignment cannot be made."""
@@ -88,6 +92,7 @@ def lead(
         standby_replicas=assignor.replicas,
         acceptable_recovery_lag=settings.recovery_lag,
         max_warmup_replicas=settings.max_warmup_replicas,
+        last_assignment=assignor.last_actives,
     )
     if not state.members:
         return _nothing_to_assign(assignor, joined, topics, partitions, members)
@@ -111,6 +116,20 @@ def lead(
     }
     stats = result.stats
     assignor.last_assignment = {"generation": result.generation, **dict(stats)}
+    assignor.last_actives = LastAssignment(
+        result.generation, {mid: owned.actives for mid, owned in sorted(result.members.items())}
+    )
+    late = [
+        m.id
+        for m in state.members
+        if m.generation is not None and m.generation < result.generation - 1
+    ]
+    if late and stats.get("protocol") != "eager":
+        logger.info(
+            "streamjoin: member(s) %s reported an older generation (late metadata or a "
+            "lost membership): the tasks they may still run wait for them",
+            late,
+        )
     logger.info(
         "streamjoin: assigned generation %d: %d members, %d tasks, spread %s/%s "
         "(target %s/%s), moved %s, target moves %s (minimum %s), activations %s warm "

@@ -25,25 +25,38 @@ def cooperative(doc: Doc) -> Doc:
 
 
 def handovers(doc: Doc, out: Doc) -> list[tuple[str, int, str, list[str]]]:
-    """Partitions *out* gives a member while another cooperative member of the
-    latest generation in *doc* still claims them (computed here from the documents,
-    not by the core's own check): (topic, partition, new owner, old owners)."""
+    """Partitions *out* gives a member while another member may still run them
+    (computed here from the documents, not by the core's own check): (topic,
+    partition, new owner, old owners). A member of the latest generation runs
+    what it claims if it is cooperative; a member reporting an older one (its
+    metadata came late) runs what it claimed then if it was cooperative, and
+    what the leader's last assignment gave it, except what a member of the
+    latest generation claims."""
+    last = doc.get("last_assignment") or {"generation": None, "actives": {}}
     gens = [m["generation"] for m in doc["members"] if m.get("generation") is not None]
+    gens += [last["generation"]] if last["generation"] is not None else []
     if not gens:
         return []
     latest = max(gens)
-    claims: dict[tuple[str, int], list[str]] = {}
+    remembered = last["actives"] if last["generation"] == latest else {}
+    runs: dict[str, set[tuple[str, int]]] = {}
     for m in doc["members"]:
         if m.get("cooperative") and m.get("generation") == latest:
-            for topic, parts in m.get("actives", {}).items():
-                for p in parts:
-                    claims.setdefault((topic, p), []).append(m["id"])
+            runs[m["id"]] = {(t, p) for t, ps in m.get("actives", {}).items() for p in ps}
+    taken = set().union(*runs.values())
+    for m in doc["members"]:
+        if m.get("generation") is not None and m["generation"] >= latest:
+            continue
+        late = {(t, p) for t, ps in remembered.get(m["id"], {}).items() for p in ps}
+        if m.get("cooperative"):
+            late |= {(t, p) for t, ps in m.get("actives", {}).items() for p in ps}
+        runs[m["id"]] = late - taken
     found = []
     globals_ = set(doc.get("global_changelogs", []))
     for mid, owned in sorted(out["assignment"].items()):
         for topic, parts in sorted(owned["actives"].items()):
             for p in parts:
-                others = sorted(o for o in claims.get((topic, p), []) if o != mid)
+                others = sorted(o for o, tps in runs.items() if o != mid and (topic, p) in tps)
                 if others and topic not in globals_:
                     found.append((topic, p, mid, others))
     return found
@@ -112,17 +125,79 @@ def test_a_task_two_live_members_claim_is_withheld_from_both() -> None:
     assert sum(stolen in o["actives"]["imp"] for o in out["assignment"].values()) == 1
 
 
-def test_claims_of_an_older_generation_are_not_owners() -> None:
-    """A member back from a session loss reports its last generation's tasks: it
-    lost them (it writes nothing until it has rejoined), nothing waits for it."""
+def test_a_member_that_lost_its_membership_holds_nothing_back() -> None:
+    """A member back from a session loss rejoins non-cooperative (it gave
+    everything up) with its last generation's claims: nothing waits for it."""
     doc = cooperative(ad_join_doc(members=3))
     out = assign_document(doc)
     doc = feed_back(doc, out)
-    zombie = doc["members"][2]
-    zombie["generation"] -= 1
+    doc = feed_back(doc, assign_document(doc))
+    back = doc["members"][2]
+    back.update(generation=back["generation"] - 1, cooperative=False)
+    doc["members"].append({"id": "w3", "topics": sorted(doc["topics"]), "cooperative": True})
     out = assign_document(doc)
     assert out["stats"]["withheld"] == 0
     assert handovers(doc, out) == []
+
+
+def late(doc: Doc, before: Doc, member: int, out: Doc) -> Doc:
+    """*doc* where member *member* reports what it reported in *before* (the
+    broker handed the leader the metadata of its previous JoinGroup), and the
+    leader remembers *out*, the assignment it made last."""
+    doc = copy.deepcopy(doc)
+    doc["members"][member] = copy.deepcopy(before["members"][member])
+    actives = {mid: owned["actives"] for mid, owned in out["assignment"].items()}
+    doc["last_assignment"] = {"generation": out["generation"], "actives": actives}
+    return doc
+
+
+def test_a_member_whose_metadata_comes_late_keeps_what_it_runs() -> None:
+    """The embedded broker answered the leader's JoinGroup with the metadata w1
+    sent a rebalance earlier: w1 still runs its tasks, the ones the previous
+    assignment gave it included; none of them goes to anybody else until w1
+    has given it up."""
+    doc = cooperative(ad_join_doc(members=3))
+    doc = feed_back(doc, assign_document(doc))
+    before = copy.deepcopy(doc)
+    gone = doc["members"].pop(2)  # a scale-in: w2's tasks go to w0 and w1
+    out = assign_document(doc)
+    doc = feed_back(doc, out)
+    got = {p for p in out["assignment"]["w1"]["actives"]["imp"]}
+    assert got > set(before["members"][1]["actives"]["imp"])  # w1 took some of w2's
+    # w2 comes back; w1's JoinGroup is late: the leader sees w1's old report
+    doc["members"].append(dict(gone, actives={}, generation=None, cooperative=False))
+    stale = late(doc, dict(before, members=[*before["members"][:2], gone]), 1, out)
+    assert stale["members"][1]["generation"] < out["generation"]
+    nxt = assign_document(stale)
+    assert handovers(stale, nxt) == []
+    for mid, owned in nxt["assignment"].items():
+        if mid != "w1":
+            assert not got & set(owned["actives"].get("imp", [])), mid
+    # without the leader's memory, the tasks w1 got last time would move at once
+    forgetful = dict(stale, last_assignment=None)
+    moved = assign_document(forgetful)
+    assert any(
+        got & set(owned["actives"].get("imp", []))
+        for mid, owned in moved["assignment"].items()
+        if mid != "w1"
+    )
+    with pytest.raises(UnsafeHandoverError):
+        state = parse_group_state(stale)
+        given = {mid: owned["actives"] for mid, owned in moved["assignment"].items()}
+        check_one_owner(state.members, given, state.global_changelogs, state.last_assignment)
+
+
+def test_the_last_assignment_is_checked_like_the_rest() -> None:
+    doc = ad_join_doc(members=1)
+    for bad, match in [
+        ({"actives": {}}, "generation"),
+        ({"generation": -1, "actives": {}}, "generation"),
+        ({"generation": 1, "actives": {"w0": {"nope": [0]}}}, "nope"),
+        ({"generation": 1, "actives": {"w0": {"imp": [-1]}}}, "imp"),
+        ({"generation": 1, "when": 2}, "when"),
+    ]:
+        with pytest.raises(AssignmentError, match=match):
+            assign_document(dict(doc, last_assignment=bad))
 
 
 def test_an_eager_members_claims_are_not_live_a_cooperative_members_still_are() -> None:
@@ -180,11 +255,22 @@ def test_churn_never_hands_a_partition_over_in_one_generation_and_converges() ->
     events: dict[str, int] = {}
     withheld = settled = 0
     for serial in range(160):
+        before = doc
         doc, event = _churn_step(doc, out, rnd, serial)
         doc = cooperative(doc)
         if rnd.random() < 0.25:  # a member that gave its tasks up (eager this time)
             rnd.choice(doc["members"])["cooperative"] = False
             event += "+eager"
+        ids = [m["id"] for m in before["members"]]
+        if rnd.random() < 0.2 and event.startswith(("join", "capacity", "rack", "host")):
+            # the broker hands the leader a member's previous report (it came late)
+            m = rnd.choice([i for i, m in enumerate(doc["members"]) if m["id"] in ids])
+            doc["members"][m] = copy.deepcopy(before["members"][ids.index(doc["members"][m]["id"])])
+            event += "+late"
+        doc["last_assignment"] = {
+            "generation": out["generation"],
+            "actives": {mid: owned["actives"] for mid, owned in out["assignment"].items()},
+        }
         events[event] = events.get(event, 0) + 1
         out = assign_document(doc)
         assert handovers(doc, out) == [], f"round {serial} ({event})"
@@ -197,7 +283,8 @@ def test_churn_never_hands_a_partition_over_in_one_generation_and_converges() ->
             check_all(steady_doc, steady)
             settled += 1
     assert len({e.split("+")[0] for e in events}) == 8, events
-    assert sum(n for e, n in events.items() if e.endswith("+eager")) > 20
+    assert sum(n for e, n in events.items() if "+eager" in e) > 20
+    assert sum(n for e, n in events.items() if e.endswith("+late")) > 5, events
     assert withheld > 20 and settled == 20
 
 
