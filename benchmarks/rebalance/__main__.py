@@ -5,9 +5,10 @@ app id (topics, consumer group) and the same inputs:
 
 * ``cooperative``: streamjoin's assignor and restoration with warm-ups
   (``max_warmup_replicas`` unset: a task moves only once its new owner caught
-  up), rebalancing cooperatively (``STREAMJOIN_COOPERATIVE=1``);
-* ``eager``: the same, rebalancing eagerly (``STREAMJOIN_COOPERATIVE=0``, the
-  default; called ``warm-ups`` before 2026-11-26);
+  up), rebalancing cooperatively (``STREAMJOIN_COOPERATIVE=1``, the
+  default);
+* ``eager``: the same, rebalancing eagerly (``STREAMJOIN_COOPERATIVE=0``;
+  called ``warm-ups`` before 2026-11-26);
 * ``faust``: faust-streaming's own assignor and recovery;
 * ``cold``, only when named in ``--variants``: ``eager`` with
   ``STREAMJOIN_MAX_WARMUP_REPLICAS=0`` (a task moves at once and its new

@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 import faust
 
+from streamjoin.errors import ConfigurationError
+
 if TYPE_CHECKING:
     from faust.types import TransportT
 
@@ -67,9 +69,21 @@ DEFAULTS: Mapping[str, Any] = {  # Any: faust settings' values, of many types
 
 
 def cooperative_from_env() -> bool:
-    """Whether an App rebalances cooperatively when not told: ``STREAMJOIN_COOPERATIVE``
-    set to ``1``, ``true``, ``yes`` or ``on`` (unset or anything else: eager)."""
-    return os.environ.get(COOPERATIVE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    """Whether an App rebalances cooperatively when not told: yes unless
+    ``STREAMJOIN_COOPERATIVE`` is ``0``, ``false``, ``no`` or ``off`` (``1``,
+    ``true``, ``yes``, ``on``, empty or unset: cooperative).
+
+    Raises :class:`~streamjoin.errors.ConfigurationError` for any other value.
+    """
+    value = os.environ.get(COOPERATIVE_ENV, "").strip().lower()
+    if value in ("", "1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ConfigurationError(
+        f"{COOPERATIVE_ENV}={value!r}: use 1/true/yes/on (cooperative rebalancing, "
+        "the default) or 0/false/no/off (eager, as faust rebalances)"
+    )
 
 
 class App(faust.App):
@@ -83,9 +97,8 @@ class App(faust.App):
     cooperatively (docs/assignment.rst, "Cooperative rebalancing") when its
     broker URL is a ``kafka://`` one: the tasks that stay on a worker keep
     running through a rebalance; ``False`` rebalances eagerly, as faust does.
-    ``None`` (the default) reads ``STREAMJOIN_COOPERATIVE`` (``1``, ``true``,
-    ``yes`` or ``on``: cooperative; unset or anything else: eager). Still a
-    preview, off by default: see the docs for what it does not do yet.
+    ``None`` (the default) reads ``STREAMJOIN_COOPERATIVE``: cooperative unless
+    it is ``0``, ``false``, ``no`` or ``off``.
     """
 
     def __init__(

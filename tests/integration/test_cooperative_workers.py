@@ -30,13 +30,7 @@ from kafka_util import create_topic, encode, end_offsets, run, wait_until
 
 from streamjoin.dev.broker import EmbeddedBroker
 
-#: in make test-faults, not make test: cooperative rebalancing is an off-by-default
-#: preview, and this test fails now and then (about one run in two on
-#: 2026-11-26): a worker whose JoinGroup the embedded broker left out of a
-#: generation went on processing a kept partition that the generation gave
-#: to another worker (issue 28's note). It stays as strict as it is: it must
-#: pass before the preview can become the default.
-pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.preview]
+pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
 PARTITIONS = 6
 #: records per second over all partitions
