@@ -78,6 +78,11 @@ class RestoreSettings:
         standby_max_partition_fetch_bytes: upper bound per partition per fetch
             while tailing (smaller than while restoring actives: a large catch-up
             reaches the broker as many small fetches, not a few huge ones).
+        max_records: records decoded and applied in one step of the event loop
+            (each partition's share applied atomically with its offset); between
+            steps the worker's live tasks run, so that a restore (a task taken
+            over while others keep running through a cooperative rebalance)
+            never holds them up for longer than one step.
     """
 
     fetch_max_bytes = 64 * 1024 * 1024
@@ -89,6 +94,7 @@ class RestoreSettings:
     progress_interval = 1.0
     standby_share = 0.5
     standby_max_partition_fetch_bytes = 1024 * 1024
+    max_records = 5000
 
 
 @asynccontextmanager
@@ -272,7 +278,9 @@ class ChangelogFetcher:
         """One ``getmany``: apply each partition's records as one atomic batch;
         return how many records were applied."""
         try:
-            fetched = await self._rc.getmany(timeout_ms=wait_ms)
+            fetched = await self._rc.getmany(
+                timeout_ms=wait_ms, max_records=self._settings.max_records
+            )
         except OffsetOutOfRangeError as exc:
             await self._out_of_range(exc.args[0] if exc.args else {}, progress)
             return 0
@@ -286,6 +294,8 @@ class ChangelogFetcher:
             part = progress.get(ktp)
             if part is not None:
                 part.applied += len(records)
+        if applied:
+            await asyncio.sleep(0)  # the live tasks' turn (see RestoreSettings.max_records)
         return applied
 
     async def _position(self, ktp: TopicPartition, progress: Progress) -> int | None:
