@@ -13,7 +13,18 @@ session no earlier than the moment the renewing request was *sent*, so the
 session cannot have expired before ``sent + session_timeout``. A member acts
 as owner only while ``now < sent + session_timeout - margin`` for the latest
 renewal; the margin covers the time between the check and the bytes reaching
-the broker. Once the coordinator answered that the member is unknown or its
+the broker. A JoinGroup or SyncGroup sent while the lease is valid renews it as soon
+as it is sent: the coordinator cannot have expired the member before the
+request reached it (that is what the margin covers), it keeps a member
+whose JoinGroup or SyncGroup it holds (Kafka keeps a member awaiting a join
+or a sync alive; the embedded broker renews its last contact every second
+it holds one) and restarts the session when it answers, so the session
+lasts at least until ``sent + session_timeout`` however long the request is
+held (:meth:`SessionLease.renew_on_send`). A heartbeat renews on its answer
+only. Without this, a member whose JoinGroup the coordinator holds for
+longer than the margin (the embedded broker holds every one for half the
+session) would stop writing in every rebalance although nothing can
+expire it. Once the coordinator answered that the member is unknown or its
 generation is not current, the lease is lost until the next renewal of a new
 membership (:meth:`SessionLease.lose`); :attr:`SessionLease.losses` counts
 those, so a caller can tell whether its tasks may have had another owner
@@ -51,6 +62,15 @@ class SessionLease:
         """A renewing request sent at *sent_at* was answered without error."""
         if self.renewed_at is None or sent_at > self.renewed_at:
             self.renewed_at = sent_at
+
+    def renew_on_send(self, sent_at: float) -> bool:
+        """A JoinGroup or SyncGroup goes out at *sent_at*: it renews the lease
+        now if the lease is still valid then (see the module's docstring);
+        returns whether it did."""
+        if not self.valid(sent_at):
+            return False
+        self.renew(sent_at)
+        return True
 
     def lose(self) -> None:
         """The coordinator answered that this member or its generation is gone."""

@@ -130,9 +130,9 @@ class TaskSet:
             self._lapse_logged = True
             self.stats.lease_lapses += 1
             logger.warning(
-                "join %s: the group session lease ran out (no heartbeat answered for "
-                "%.1f s); no batch runs until the coordinator answers again or the "
-                "worker has rejoined",
+                "join %s: the group session lease ran out (no request renewed the "
+                "session for %.1f s); no batch runs until the coordinator answers again "
+                "or the worker has rejoined",
                 self.config.name,
                 ownership.lease.session_timeout - ownership.lease.margin,
             )

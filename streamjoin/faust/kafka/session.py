@@ -55,6 +55,9 @@ logger = logging.getLogger(__name__)
 
 #: request classes whose answer renews the session (aiokafka's class names)
 _RENEWING = ("JoinGroupRequest", "SyncGroupRequest", "HeartbeatRequest")
+#: requests the coordinator may hold, keeping the member alive meanwhile: they
+#: renew the session when sent (see streamjoin.membership.lease)
+_HELD = ("JoinGroupRequest", "SyncGroupRequest")
 #: error codes: none, rebalance in progress (the member stays in the group)
 _RENEWED = (0, 27)
 #: error codes saying the member's session or generation is gone: illegal
@@ -110,8 +113,11 @@ def install_lease(aio: AIOKafkaConsumer, lease: SessionLease) -> bool:
 
     async def _send_req(request: Request) -> Response:
         sent = time.monotonic()
-        response = await original(request)
         name = type(request).__name__
+        if name.startswith(_HELD):
+            # the coordinator may hold it for seconds, keeping the member alive
+            lease.renew_on_send(sent)
+        response = await original(request)
         if name.startswith(_RENEWING):
             code = getattr(response, "error_code", None)
             if code in _RENEWED:

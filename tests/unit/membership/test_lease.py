@@ -38,3 +38,17 @@ def test_the_margin_is_at_most_a_third_of_the_session() -> None:
     assert SessionLease(3.0, margin=2.0).margin == 1.0
     with pytest.raises(ValueError, match="session_timeout must be positive"):
         SessionLease(0)
+
+
+def test_a_join_or_sync_sent_under_a_valid_lease_renews_it_when_sent() -> None:
+    """The coordinator holds a JoinGroup for seconds and keeps the member alive
+    meanwhile: the lease runs from the send time, not from the answer."""
+    lease = SessionLease(6.0, margin=2.0)
+    lease.renew(10.0)  # a heartbeat sent at 10.0, answered
+    assert lease.renew_on_send(13.5)  # JoinGroup out at 13.5, held until 16.6
+    assert lease.valid(16.6) and lease.expires_at() == 17.5
+    # a worker frozen before it sent its JoinGroup renews nothing by sending it
+    assert not lease.renew_on_send(20.0) and not lease.valid(20.0)
+    lease.lose()
+    assert not lease.renew_on_send(20.5)  # a rejoin after a loss waits for its answer
+    assert lease.renewed_at is None
