@@ -53,6 +53,7 @@ from streamjoin.faust.kafka.incremental import drop_queued, incremental, seek_to
 from streamjoin.faust.kafka.session import request_rebalance
 from streamjoin.faust.restore.book import ChangelogBook, TaskGate
 from streamjoin.faust.restore.fetch import ChangelogFetcher, RestoreSettings, restore_consumer
+from streamjoin.faust.restore.kept import kept_tasks, named, task_key
 from streamjoin.faust.restore.warmup_watch import WarmupWatch
 from streamjoin.restore.pace import RestPacer, standby_share
 
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
     from streamjoin.membership.settings import MemberSettings
 
 __all__ = ["RestoreSettings", "Restorer"]
+
 
 logger = logging.getLogger("streamjoin.restore")
 
@@ -117,6 +119,8 @@ class Restorer(Service):
         self._standby_tps: set[TP] = set()
         self._global_tps: set[TP] = set()
         self._restored_at: dict[int, float] = {}
+        #: tasks the latest rebalance kept running (ready: see restore.kept)
+        self._kept: set[tuple[int, int]] = set()
         self._generation: int | None = None
         self.warmups = WarmupWatch(lambda: request_rebalance(self.app))
         # STREAMJOIN_STANDBY_SHARE (streamjoin worker --standby-share) beats the settings
@@ -230,33 +234,42 @@ class Restorer(Service):
         for tp in revoked:
             self._book.applied.pop(tp, None)
         partial = incremental(app)  # a cooperative rebalance: kept tasks go on
-        added = {tp.partition for tp in streams if tp in newly_assigned}
-        kept = self._kept_tasks(actives) - added if partial else set()
+        task = task_key(app.assignor)
+        added = {task(tp) for tp in streams if tp in newly_assigned}
+        kept: set[tuple[int, int]] = set()
+        if partial:
+            ready, running = set(self._restored_at), streams - newly_assigned
+            kept = kept_tasks(actives, running, self._active_tps, ready, self._kept, task) - added
         # a join's task kept here whose batch was abandoned: its state again,
         # its inputs from the committed offset (never past the state's position)
-        again = {tp for tp in self._restore_again() if tp in actives and tp.partition in kept}
-        renewed = {tp.partition for tp in again}
-        redo = {tp for tp in streams if tp.partition in renewed}
+        again = {tp for tp in self._restore_again() if tp in actives and task(tp) in kept}
+        renewed = {task(tp) for tp in again}
+        redo = {tp for tp in streams if task(tp) in renewed}
+        restore = {tp for tp in actives if task(tp) not in kept} | again
+        # a task's readiness (for joins) is noted by partition number
+        restoring = {tp.partition for tp in restore}
         self._active_tps = actives
         self._standby_tps = standbys
         self._global_tps = {tp for tp in actives if self._is_global(tp)}
+        self._kept = kept - renewed
         self._restored_at = {
-            p: t for p, t in self._restored_at.items() if p in kept and p not in renewed
+            p: t
+            for p, t in self._restored_at.items()
+            if p in {k[1] for k in kept} and p not in restoring
         }
         self._generation = generation_id
         previous = self._session
         if previous is not None and not previous.done():
             previous.cancel()
         if kept:
-            logger.info("cooperative rebalance: task(s) %s keep running", sorted(kept))
+            logger.info("cooperative rebalance: task(s) %s keep running", named(kept))
         if redo:
-            logger.info("cooperative rebalance: task(s) %s restored again", sorted(renewed))
+            logger.info("cooperative rebalance: task(s) %s restored again", named(renewed))
             app.consumer.pause_partitions(redo)
             drop_queued(app, redo)
             forget_offsets(app.consumer, redo)
-        restore = {tp for tp in actives if tp.partition not in kept} | again
         seek = {tp for tp in streams if tp in newly_assigned} | redo if partial else None
-        waiting = {tp for tp in streams if tp.partition not in kept} | redo
+        waiting = {tp for tp in streams if task(tp) not in kept} | redo
         self._session = asyncio.ensure_future(
             self._run_session(previous, generation_id, restore, standbys, waiting, seek)
         )
@@ -268,19 +281,6 @@ class Restorer(Service):
         for join in (getattr(self.app, "joins", None) or {}).values():
             again |= {TP(topic, partition) for topic, partition in join.restore_again()}
         return again
-
-    def _kept_tasks(self, actives: set[TP]) -> set[int]:
-        """Tasks whose active changelog partitions all stay here, restored already:
-        they keep running through a cooperative rebalance (but not with an added input)."""
-        ready = set(self._restored_at)
-        previous = self._active_tps
-        by_task: dict[int, bool] = {}
-        for tp in sorted(actives):
-            stays = tp in previous and tp.partition in ready
-            by_task[tp.partition] = by_task.get(tp.partition, True) and stays
-        # a task of stream partitions only (no table) that was running stays too
-        no_tables = {p for p in ready if p not in by_task}
-        return {p for p, stays in by_task.items() if stays} | no_tables
 
     async def on_stop(self) -> None:
         """Cancel the running session and wait for its consumer to close."""
