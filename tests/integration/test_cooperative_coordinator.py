@@ -335,6 +335,70 @@ async def test_a_member_that_lost_its_membership_gives_everything_up(group: Grou
     await group.until("every record consumed", group.drained)
 
 
+async def test_a_commit_the_rebalance_made_stale_does_not_lose_the_membership(
+    group: Group,
+) -> None:
+    """A commit answered after the member's generation moved on is refused for
+    its generation (illegal generation): it fails alone. aiokafka would
+    reset the generation for it, and the member would give every partition
+    up as lost (its kept partitions stopped, read again, the next rebalance
+    eager): seen in the rebalance benchmark, where a kept task then stopped
+    for 14.8 s."""
+    from aiokafka.errors import CommitFailedError
+
+    group.start_producing()
+    first = await group.join("m1")
+    await group.until("m1 owning everything", lambda: len(first.owned()) == PARTITIONS)
+    second = await group.join("m2")
+    await group.until("a cooperative split", lambda: len(first.owned()) == len(second.owned()) == 3)
+    await group.until(
+        "a cooperative generation",
+        lambda: first.cooperation is not None and first.cooperation.protocol == PROTOCOL,
+    )
+    cooperation = first.cooperation
+    assert cooperation is not None
+    kept = frozenset(first.owned())
+    calls_before = len(first.calls)
+    coordinator = first.consumer._coordinator
+    generation = coordinator.generation
+    # m1 commits now; its OffsetCommit reaches the broker only once a rebalance
+    # completed (as when it queues behind a held JoinGroup, or the network stalls)
+    client = first.consumer._client
+    send = client.send
+
+    async def late(node_id: Any, request: Any, **kwargs: Any) -> Any:
+        if type(request).__name__.startswith("OffsetCommitRequest"):
+            await group.until(
+                "m1's generation moving on",
+                lambda: coordinator.generation != generation and not cooperation.kept,
+                60,
+            )
+        return await send(node_id, request, **kwargs)
+
+    client.send = late
+    positions = {
+        tp: OffsetAndMetadata(await first.consumer.position(tp), "")
+        for tp in first.consumer.assignment()
+    }
+    commit = asyncio.create_task(first.consumer.commit(positions))
+    await group.join("m3")  # m1 rejoins keeping its partitions
+    with pytest.raises(CommitFailedError, match="already rebalanced"):
+        await commit
+    client.send = send
+    # whatever the broker answered, m1 did not lose its membership: nothing it
+    # kept was given up as lost (generation -1), and it went on cooperatively
+    assert not cooperation.lost, group.describe()
+    for kind, parts, _, generation in first.calls[calls_before:]:
+        assert not (kind == "revoked" and parts == kept), first.calls
+        assert generation != -1, first.calls
+    await group.until(
+        "the group settled", lambda: sum(len(m.owned()) for m in group.members) == PARTITIONS
+    )
+    await group.stop_producing()
+    await group.until("every record consumed", group.drained)
+    group.check_each_offset_read_once()
+
+
 async def test_a_member_killed_after_giving_up_its_share_loses_nothing(group: Group) -> None:
     """kill -9 of the member that was revoking, before the follow-up rebalance:
     what it gave up is committed and reaches the other member; what it kept
