@@ -176,14 +176,18 @@ def test_a_joining_worker_warms_up_then_gets_its_share_with_the_fewest_moves(
 
 def test_without_warmups_a_joining_worker_restores_its_share_cold(group: Group) -> None:
     """``--max-warmup-replicas 0``: the old behaviour, for comparison: the new
-    worker's share moves at once and is restored from the changelog."""
+    worker's share moves at once and is restored from the changelog. Eager
+    rebalancing: a cooperative group withholds the share for a round (one
+    owner at a time), and its new owner restores it as a warm-up meanwhile,
+    so it never takes it cold."""
     cold = ("--max-warmup-replicas", "0")
-    group.start("a", extra_args=cold)
-    group.start("b", extra_args=cold)
+    eager = {"STREAMJOIN_COOPERATIVE": "0"}
+    group.start("a", extra_args=cold, env_extra=eager)
+    group.start("b", extra_args=cold, env_extra=eager)
     two = group.wait_settled(["a", "b"])
     feed(group.broker, group.events, 600)
     wait_until(lambda: _standbys_applied(group, ["a", "b"]) >= 600, 60, "standbys caught up")
-    group.start("c", extra_args=cold)
+    group.start("c", extra_args=cold, env_extra=eager)
     three = group.wait_settled(["a", "b", "c"], two["a"]["assignor"]["generation"] + 1)
     taken = actives(three, group.changelog)["c"]
     assert len(taken) == 2

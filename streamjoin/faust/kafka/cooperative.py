@@ -39,14 +39,15 @@ Private attributes used (aiokafka 0.14.0), on the coordinator that
 * ``GroupCoordinator._assignors`` (the protocols offered in JoinGroup; the
   wrapper is put first), ``_subscription`` (the ``SubscriptionState``),
   ``_group_subscription``, ``_on_join_prepare`` and ``_on_join_complete``
-  (replaced on the instance), ``_send_req`` (wrapped: a commit answered
-  "illegal generation" or "rebalance in progress" while the member rebalances
-  cooperatively, or after its generation moved on, fails without resetting
-  the generation), ``_lookup_assignor``,
+  (replaced on the instance), ``_lookup_assignor``,
   ``_stop_commit_offsets_refresh_task``, and streamjoin's mark
   ``_streamjoin_cooperation`` (the :class:`Cooperation` installed);
 * ``Assignment._tp_state`` and ``TopicPartitionState._assignment`` (a kept
   partition's fetch state moves into the new assignment);
+* through :func:`~streamjoin.faust.kafka.session.refuse_stale_commits`:
+  ``_send_req`` (a commit answered "illegal generation" or "rebalance in
+  progress" while the member rebalances cooperatively, or after its
+  generation moved on, fails without resetting the generation);
 * public: ``GroupCoordinator.reset_generation()`` (wrapped: it marks the
   membership lost), ``request_rejoin()``, ``start_commit_offsets_refresh_task``,
   ``SubscriptionState.assign_from_subscribed``, ``subscription``,
@@ -61,7 +62,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from streamjoin.faust.kafka.session import group_coordinator
+from streamjoin.faust.kafka.session import group_coordinator, refuse_stale_commits
 
 if TYPE_CHECKING:
     from aiokafka import AIOKafkaConsumer
@@ -75,9 +76,6 @@ logger = logging.getLogger(__name__)
 PROTOCOL = "streamjoin-cooperative"
 #: seconds between giving partitions up and rejoining for the follow-up
 FOLLOWUP_DELAY_S = 0.5
-#: Kafka error codes of a commit refused for its generation
-_ILLEGAL_GENERATION = 22
-_REBALANCE_IN_PROGRESS = 27
 
 
 @dataclass
@@ -280,38 +278,9 @@ def install_cooperative(aio: AIOKafkaConsumer) -> Cooperation | None:
         if listener is not None:
             await _call(listener.on_partitions_assigned(assigned))
 
-    send_req = coordinator._send_req
-
-    async def _send_req(request: Any) -> Any:
-        generation = coordinator.generation
-        response = await send_req(request)
-        if type(request).__name__.startswith("OffsetCommitRequest") and stale_commit(
-            response, generation
-        ):
-            # aiokafka would reset the generation (the membership lost: every
-            # partition given up, the next rebalance eager) for a commit the
-            # rebalance under way or completed since it was sent made stale;
-            # refused as a rebalance in progress, it fails alone (Kafka's
-            # consumer too resets only when its generation is unchanged)
-            from aiokafka.errors import RebalanceInProgressError
-
-            raise RebalanceInProgressError(
-                f"offset commit of generation {generation} answered after the group moved on"
-            )
-        return response
-
-    def stale_commit(response: Any, sent_generation: int) -> bool:
-        """Was a commit refused for its generation (illegal generation, rebalance
-        in progress) only because this member is rebalancing or has rebalanced
-        since it was sent, without losing its membership?"""
-        codes = {code for _, parts in response.topics for _, code in parts}
-        if not codes & {_ILLEGAL_GENERATION, _REBALANCE_IN_PROGRESS}:
-            return False
-        return state.kept or coordinator.generation != sent_generation
-
     coordinator._on_join_prepare = _on_join_prepare
     coordinator._on_join_complete = _on_join_complete
     coordinator.reset_generation = _reset_generation
-    coordinator._send_req = _send_req
+    refuse_stale_commits(coordinator, lambda: state.kept)
     coordinator._streamjoin_cooperation = state
     return state

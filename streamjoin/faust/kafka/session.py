@@ -9,7 +9,8 @@ Private attributes used (faust-streaming 0.15.3, aiokafka 0.14.0):
 * ``AIOKafkaConsumer._coordinator`` (the ``GroupCoordinator``) and its
   ``_send_req(request)``, the one coroutine every group request (JoinGroup,
   SyncGroup, Heartbeat, OffsetCommit, LeaveGroup) goes through, wrapped here
-  once per coordinator (marked ``_streamjoin_lease``: the lease it renews);
+  once per coordinator for the lease (marked ``_streamjoin_lease``: the lease
+  it renews) and once by :func:`refuse_stale_commits` (cooperative members);
 * ``AIOKafkaConsumerThread.thread_loop`` (public on the thread) and the
   coordinator's public ``request_rejoin()``, called in that loop by
   :func:`request_rebalance`;
@@ -22,7 +23,8 @@ with the send time of every JoinGroup, SyncGroup and Heartbeat the
 coordinator answered without error (a heartbeat answered "rebalance in
 progress" renews too: the coordinator keeps the member for the rebalance),
 and loses it when an answer says the member is unknown or its generation is
-not current.
+not current; a JoinGroup or SyncGroup sent under a valid lease renews it
+when sent (see :mod:`streamjoin.membership.lease`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from streamjoin.membership.lease import SessionLease
@@ -48,6 +50,7 @@ __all__ = [
     "hold_fetches",
     "install_lease",
     "last_fetch_ms",
+    "refuse_stale_commits",
     "request_rebalance",
 ]
 
@@ -135,6 +138,45 @@ def install_lease(aio: AIOKafkaConsumer, lease: SessionLease) -> bool:
     coordinator._send_req = _send_req
     coordinator._streamjoin_lease = lease
     return True
+
+
+#: Kafka error codes of a commit refused for its generation: illegal
+#: generation, rebalance in progress
+_REFUSED_FOR_GENERATION = frozenset({22, 27})
+
+
+def refuse_stale_commits(coordinator: Any, rebalancing: Callable[[], bool]) -> None:
+    """Make a commit of *coordinator* that the broker refused for its generation
+    fail alone when the member is *rebalancing* (cooperatively, its partitions
+    kept) or its generation moved on since the commit was sent.
+
+    aiokafka resets the generation for such an answer: the member would give
+    every partition up as lost (kept tasks stopped and read again, the next
+    rebalance eager), for a commit that only queued behind a rebalance. Kafka's
+    own consumer resets only when its generation is unchanged. The commit is
+    refused as a rebalance in progress instead: aiokafka raises
+    ``CommitFailedError`` ("already rebalanced"), faust's commit returns
+    ``False``, and the next commit covers the same offsets.
+    """
+    send_req = coordinator._send_req
+
+    async def _send_req(request: Request) -> Response:
+        generation = coordinator.generation
+        response = await send_req(request)
+        if not type(request).__name__.startswith("OffsetCommitRequest"):
+            return response
+        codes = {code for _, parts in response.topics for _, code in parts}
+        if codes & _REFUSED_FOR_GENERATION and (
+            rebalancing() or coordinator.generation != generation
+        ):
+            from aiokafka.errors import RebalanceInProgressError
+
+            raise RebalanceInProgressError(
+                f"offset commit of generation {generation} answered after the group moved on"
+            )
+        return response
+
+    coordinator._send_req = _send_req
 
 
 def last_fetch_ms(consumer: ConsumerT, topic: str, partition: int) -> float | None:
