@@ -28,7 +28,13 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from streamjoin.assignment.actives import place_actives
-from streamjoin.assignment.cooperative import check_one_owner, live_owners, protocol, withhold
+from streamjoin.assignment.cooperative import (
+    check_one_owner,
+    latest_generation,
+    live_owners,
+    protocol,
+    withhold,
+)
 from streamjoin.assignment.errors import InvalidGroupStateError
 from streamjoin.assignment.fencing import History, read_history
 from streamjoin.assignment.grouping import build_groups
@@ -162,10 +168,7 @@ def place(state: GroupState) -> Placement:
             if groups[gi].stateful and warmups[gi][p] < 0 and target not in standbys[gi][p]:
                 warmups[gi][p] = target
     moves = actual_moves(groups, owners, actual, members, lag)
-    reported = [m.generation for m in members if m.generation is not None]
-    if last is not None:
-        reported.append(last.generation)
-    generation = max(reported, default=0) + 1
+    generation = (latest_generation(members, last) or 0) + 1
     stats = _stats(groups, owners, standbys, members, actual, moves)
     stats.update(_target_stats(groups, targets, history, members, minimum))
     stats.update(

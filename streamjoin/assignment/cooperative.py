@@ -44,7 +44,7 @@ from collections.abc import Mapping, Sequence
 from streamjoin.assignment.errors import UnsafeHandoverError
 from streamjoin.assignment.model import LastAssignment, MemberState, TaskGroup
 
-__all__ = ["check_one_owner", "live_owners", "protocol", "withhold"]
+__all__ = ["check_one_owner", "latest_generation", "live_owners", "protocol", "withhold"]
 
 Task = tuple[int, int]  # (group index, partition)
 
@@ -57,16 +57,22 @@ def protocol(members: Sequence[MemberState]) -> str:
     return "eager" if True not in flags else "mixed"
 
 
+def latest_generation(members: Sequence[MemberState], last: LastAssignment | None) -> int | None:
+    """The highest generation any member reports or the leader's last assignment
+    made (``None``: neither says one)."""
+    reported = [m.generation for m in members if m.generation is not None]
+    if last is not None:
+        reported.append(last.generation)
+    return max(reported, default=None)
+
+
 def _live_claims(
     members: Sequence[MemberState], last: LastAssignment | None
 ) -> list[tuple[int, dict[str, set[int]]]]:
     """(member index, topic -> partitions it may be running now), by member index."""
-    reported = [m.generation for m in members if m.generation is not None]
-    if last is not None:
-        reported.append(last.generation)
-    if not reported:
+    latest = latest_generation(members, last)
+    if latest is None:
         return []
-    latest = max(reported)
     remembered = last.actives if last is not None and last.generation == latest else {}
     fresh = {i for i, m in enumerate(members) if m.cooperative and m.generation == latest}
     taken = {(t, p) for i in fresh for t, parts in members[i].actives.items() for p in parts}

@@ -46,7 +46,8 @@ __all__ = [
     "cooperative_from_env",
 ]
 
-#: The environment variable: ``1``, ``true``, ``yes`` or ``on`` rebalances cooperatively
+#: The environment variable: ``0``, ``false``, ``no`` or ``off`` rebalances eagerly
+#: (unset: cooperatively; see :func:`cooperative_from_env`)
 COOPERATIVE_ENV = "STREAMJOIN_COOPERATIVE"
 
 #: The partition assignor every streamjoin.App uses unless told otherwise.

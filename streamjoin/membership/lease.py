@@ -13,8 +13,8 @@ session no earlier than the moment the renewing request was *sent*, so the
 session cannot have expired before ``sent + session_timeout``. A member acts
 as owner only while ``now < sent + session_timeout - margin`` for the latest
 renewal; the margin covers the time between the check and the bytes reaching
-the broker. A JoinGroup or SyncGroup sent while the lease is valid renews it as soon
-as it is sent: the coordinator cannot have expired the member before the
+the broker. A JoinGroup or SyncGroup sent while the lease is valid renews
+it as soon as it is sent: the coordinator cannot have expired the member before the
 request reached it (that is what the margin covers), it keeps a member
 whose JoinGroup or SyncGroup it holds (Kafka keeps a member awaiting a join
 or a sync alive; the embedded broker renews its last contact every second

@@ -67,7 +67,6 @@ if TYPE_CHECKING:
 
 __all__ = ["RestoreSettings", "Restorer"]
 
-
 logger = logging.getLogger("streamjoin.restore")
 
 
@@ -252,11 +251,8 @@ class Restorer(Service):
         self._standby_tps = standbys
         self._global_tps = {tp for tp in actives if self._is_global(tp)}
         self._kept = kept - renewed
-        self._restored_at = {
-            p: t
-            for p, t in self._restored_at.items()
-            if p in {k[1] for k in kept} and p not in restoring
-        }
+        numbers = {p for _, p in kept} - restoring
+        self._restored_at = {p: t for p, t in self._restored_at.items() if p in numbers}
         self._generation = generation_id
         previous = self._session
         if previous is not None and not previous.done():
