@@ -444,6 +444,45 @@ async def test_a_member_killed_after_giving_up_its_share_loses_nothing(group: Gr
     buried.set()  # (so that closing the dead consumer does not hang)
 
 
+async def test_a_partition_being_given_up_hands_out_no_record_while_its_owner_commits(
+    group: Group,
+) -> None:
+    """A member gives a partition up in its listener (it reads its positions and
+    commits them, here slowly, as a worker flushing state would) while its
+    consumer keeps running for the partitions it keeps. The partition given up
+    hands out no record after its positions were read: a record handed out
+    then would be past the commit, and read again by the new owner (9 records
+    were, in a CI run, behind a commit's round trip)."""
+    group.start_producing()
+    first = await group.join("m1")
+    await group.until("m1 owning everything", lambda: first.owned() == set(range(PARTITIONS)))
+    await group.until("m1 consuming", lambda: len(first.consumed) > 100)
+    read_at: list[float] = []
+
+    async def slow_revoke(revoked: Any) -> None:
+        first.calls.append(("revoked", frozenset(tp.partition for tp in revoked),
+                            time.monotonic(), first.consumer._coordinator.generation))  # fmt: skip
+        if not revoked:
+            return
+        positions = {tp: OffsetAndMetadata(await first.consumer.position(tp), "") for tp in revoked}
+        read_at.append(time.monotonic())
+        await asyncio.sleep(1.0)  # the producer writes on meanwhile
+        await first.consumer.commit(positions)
+
+    first.on_partitions_revoked = slow_revoke  # type: ignore[method-assign]
+    second = await group.join("m2")
+    await group.until("m2 getting its share", lambda: len(second.owned()) == PARTITIONS // 2)
+    await asyncio.sleep(1.0)
+    await group.stop_producing()
+    await group.until("every record consumed", group.drained)
+    given_up = second.owned()
+    late = sorted(
+        (p, offset) for p, offset, t in first.consumed if p in given_up and t > read_at[0]
+    )
+    assert not late, f"handed out after the positions were read: {late[:10]} ({len(late)})"
+    group.check_each_offset_read_once()
+
+
 def _all_revoked(member: Member) -> frozenset[int]:
     out: frozenset[int] = frozenset()
     for parts in member.revoked():

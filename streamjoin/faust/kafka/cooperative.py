@@ -48,7 +48,9 @@ Private attributes used (aiokafka 0.14.0), on the coordinator that
   ``_send_req`` (a commit answered "illegal generation" or "rebalance in
   progress" while the member rebalances cooperatively, or after its
   generation moved on, fails without resetting the generation);
-* public: ``GroupCoordinator.reset_generation()`` (wrapped: it marks the
+* public: ``Assignment.state_value(tp).pause()`` (a partition given up
+  hands out no record while the listener gives it up),
+  ``GroupCoordinator.reset_generation()`` (wrapped: it marks the
   membership lost), ``request_rejoin()``, ``start_commit_offsets_refresh_task``,
   ``SubscriptionState.assign_from_subscribed``, ``subscription``,
   ``listener``, ``assigned_partitions()``.
@@ -246,6 +248,14 @@ def install_cooperative(aio: AIOKafkaConsumer) -> Cooperation | None:
         new: set[Any],
         listener: Any,
     ) -> None:
+        if previous is not None:
+            # the fetcher hands out no more records of a partition given up: the
+            # listener reads its position to commit it, and a record handed out
+            # after that (the kept partitions' consumer runs on) would be read
+            # again by its new owner. Kafka's consumer calls the listener inside
+            # poll(), so there nothing is handed out meanwhile
+            for tp in sorted(revoked):
+                previous.state_value(tp).pause()
         if listener is not None:
             # called even with nothing to give up, as aiokafka's eager rebalance
             # does: faust starts its rebalance there (app.on_rebalance_start)
