@@ -45,6 +45,7 @@ ratios against ``eager``.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -216,6 +217,13 @@ def run_phase(
     if not traffic.wait_read_up_to(ended):
         say(f"  {name}: the changelog reader did not catch up within 30s")
     gaps = task_gaps(traffic.times(), started, ended, range(args.partitions))
+    if args.workdir:  # the progress times themselves, to find where a gap lies
+        window = {
+            t: sorted(x - started for x in times if started <= x <= ended)
+            for t, times in traffic.times().items()
+        }
+        path = Path(args.workdir) / f"{variant}-{name.replace(' ', '')}-progress.json"
+        path.write_text(json.dumps({"started": started, "times": window}))
     moved = frozenset(t for t in range(args.partitions) if before.get(t) != after.get(t))
     counts = rebalance_counts(group)
     rebalances = max((n - counted.get(w, 0) for w, n in counts.items()), default=None)

@@ -54,7 +54,7 @@ from streamjoin.faust.kafka.session import request_rebalance
 from streamjoin.faust.restore.book import ChangelogBook, TaskGate
 from streamjoin.faust.restore.fetch import ChangelogFetcher, RestoreSettings, restore_consumer
 from streamjoin.faust.restore.kept import kept_tasks, named, task_key
-from streamjoin.faust.restore.warmup_watch import WarmupWatch
+from streamjoin.faust.restore.warmup_watch import WarmupWatch, reported_lag
 from streamjoin.restore.pace import RestPacer, standby_share
 
 if TYPE_CHECKING:
@@ -176,14 +176,15 @@ class Restorer(Service):
         warmups = read() if read is not None else set()
         if not warmups:
             return
-        lags = self.changelog_lags()
+        applied, highwater = dict(self._book.applied), dict(self._book.highwater)
         tasks: dict[tuple[int, int], list[int | None]] = {}
         for tp in sorted(warmups):
             try:
                 group = assignor.group_for_topic(tp.topic)
             except KeyError:
                 continue
-            tasks.setdefault((group, tp.partition), []).append(lags.get((tp.topic, tp.partition)))
+            lag = reported_lag(highwater.get(tp), applied.get(tp))
+            tasks.setdefault((group, tp.partition), []).append(lag)
         # only streamjoin's assignor has assigned_warmups (read above)
         self.warmups.check(tasks, cast("_WarmupAssignor", assignor).settings.recovery_lag)
 

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from streamjoin.faust.restore.warmup_watch import MAX_DELAY, REPEAT_DELAY, WarmupWatch
+from streamjoin.faust.restore.warmup_watch import (
+    MAX_DELAY,
+    REPEAT_DELAY,
+    WarmupWatch,
+    reported_lag,
+)
 
 
 class Clock:
@@ -61,3 +66,20 @@ def test_nothing_to_watch_and_a_failed_request() -> None:
     failing = WarmupWatch(lambda: False, Clock())
     assert not failing.check({(0, 1): [0]}, 10)
     assert failing.requests == 0
+
+
+def test_a_warmup_counts_as_the_leader_will_see_it() -> None:
+    """Lag as the leader computes it from the offsets the member reports: a member
+    with nothing applied of a non-empty changelog reports no offset, and the
+    leader takes it for not caught up, however short the changelog."""
+    assert reported_lag(None, None) is None  # no fetch answered yet
+    assert reported_lag(None, 40) is None
+    assert reported_lag(8_300, None) is None  # shorter than any acceptable lag, none read
+    assert reported_lag(0, None) == 0  # an empty changelog: nothing to read
+    assert reported_lag(8_300, 99) == 8_200
+    assert reported_lag(8_300, 8_299) == 0
+    assert reported_lag(8_300, 9_000) == 0  # (applied past a lagging high watermark)
+    watch, calls, _ = _watch()
+    tasks = {(0, 1): [reported_lag(8_300, None)]}
+    assert not watch.check(tasks, acceptable_lag=10_000) and calls == []
+    assert watch.check({(0, 1): [reported_lag(8_300, 10)]}, acceptable_lag=10_000)
