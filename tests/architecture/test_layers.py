@@ -193,6 +193,7 @@ SEAM = {
     # aiokafka group coordinator (and streamjoin's mark on it)
     "_coordinator": "session.py",
     "_send_req": "session.py",
+    "_group_protocols": "session.py",
     "_streamjoin_lease": "session.py",
     # aiokafka's rebalance steps, replaced for cooperative rebalancing
     "_assignors": "cooperative.py",

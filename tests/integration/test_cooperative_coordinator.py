@@ -265,6 +265,55 @@ async def test_a_joining_member_gets_its_share_while_the_kept_partitions_keep_ru
     assert max(gaps.values()) < 1.0, gaps
 
 
+async def test_each_rebalance_sends_one_join_group_offering_every_protocol(
+    group: Group,
+) -> None:
+    """aiokafka 0.14 sends one JoinGroup per assignor, each with the protocols so
+    far: a cooperative member sent two per rebalance, the first offering only
+    the cooperative protocol (the embedded broker held each for half the
+    session; Kafka would start another rebalance for the second). Each
+    JoinGroup now offers both, and a member sends a SyncGroup after every
+    JoinGroup answered without error."""
+    sent: dict[str, list[tuple[str, list[str], int | None]]] = {"m1": [], "m2": []}
+
+    def record(member: Member) -> None:
+        coordinator = member.consumer._coordinator
+        send = coordinator._send_req
+
+        async def recording(request: Any) -> Any:
+            response = await send(request)
+            kind = type(request).__name__
+            names = [n for n, _ in request._group_protocols] if kind.startswith("Join") else []
+            sent[member.name].append((kind, names, getattr(response, "error_code", None)))
+            return response
+
+        coordinator._send_req = recording
+
+    group.start_producing()
+    first = await group.join("m1")
+    record(first)
+    await group.until("m1 owning everything", lambda: first.owned() == set(range(PARTITIONS)))
+    second = await group.join("m2")
+    record(second)
+    await group.until("a cooperative split", lambda: len(first.owned()) == len(second.owned()) == 3)
+    cooperation = first.cooperation
+    assert cooperation is not None
+    await group.until("two cooperative rebalances", lambda: cooperation.cooperative_rebalances >= 2)
+    await group.stop_producing()
+    for name, requests in sorted(sent.items()):
+        joins = [r for r in requests if r[0].startswith("JoinGroup")]
+        assert joins, (name, requests)
+        for _, names, _ in joins:
+            assert names == [PROTOCOL, "faust"], (name, requests)
+        steps = [
+            kind[:4]
+            for kind, _, code in requests
+            if kind.startswith("SyncGroup") or (kind.startswith("JoinGroup") and code == 0)
+        ]
+        # a SyncGroup after each JoinGroup answered: never two JoinGroups for one rebalance
+        assert all(a != b for a, b in itertools.pairwise(steps)), (name, steps)
+
+
 async def test_a_group_with_an_eager_member_rebalances_eagerly(
     group: Group,
 ) -> None:

@@ -36,10 +36,13 @@ rolling upgrade). Both protocols run the same assignor.
 Private attributes used (aiokafka 0.14.0), on the coordinator that
 :func:`~streamjoin.faust.kafka.session.group_coordinator` finds:
 
-* ``GroupCoordinator._assignors`` (the protocols offered in JoinGroup; the
-  wrapper is put first), ``_subscription`` (the ``SubscriptionState``),
+* ``GroupCoordinator._assignors`` (the protocols offered in JoinGroup: the
+  wrapper alone, the others are added to the request by
+  :func:`~streamjoin.faust.kafka.session.offer_protocols`),
+  ``_lookup_assignor`` (replaced on the instance: it finds every protocol
+  offered), ``_subscription`` (the ``SubscriptionState``),
   ``_group_subscription``, ``_on_join_prepare`` and ``_on_join_complete``
-  (replaced on the instance), ``_lookup_assignor``,
+  (replaced on the instance),
   ``_stop_commit_offsets_refresh_task``, and streamjoin's mark
   ``_streamjoin_cooperation`` (the :class:`Cooperation` installed);
 * ``Assignment._tp_state`` and ``TopicPartitionState._assignment`` (a kept
@@ -64,7 +67,11 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from streamjoin.faust.kafka.session import group_coordinator, refuse_stale_commits
+from streamjoin.faust.kafka.session import (
+    group_coordinator,
+    offer_protocols,
+    refuse_stale_commits,
+)
 
 if TYPE_CHECKING:
     from aiokafka import AIOKafkaConsumer
@@ -139,7 +146,16 @@ def install_cooperative(aio: AIOKafkaConsumer) -> Cooperation | None:
     state = Cooperation()
     own = list(coordinator._assignors)
     if own:
-        coordinator._assignors = [_CooperativeProtocol(own[0]), *own]
+        offered = [_CooperativeProtocol(own[0]), *own]
+        # one JoinGroup per rebalance: the coordinator lists only the first
+        # protocol, the request gets the others (see offer_protocols)
+        coordinator._assignors = offered[:1]
+        offer_protocols(coordinator, lambda: [a.name for a in offered[1:]])
+
+        def lookup(name: str) -> Any:  # Any: an aiokafka assignor
+            return next((a for a in offered if a.name == name), None)
+
+        coordinator._lookup_assignor = lookup
     prepare_eagerly = coordinator._on_join_prepare
     complete_eagerly = coordinator._on_join_complete
     reset_generation = coordinator.reset_generation

@@ -10,7 +10,10 @@ Private attributes used (faust-streaming 0.15.3, aiokafka 0.14.0):
   ``_send_req(request)``, the one coroutine every group request (JoinGroup,
   SyncGroup, Heartbeat, OffsetCommit, LeaveGroup) goes through, wrapped here
   once per coordinator for the lease (marked ``_streamjoin_lease``: the lease
-  it renews) and once by :func:`refuse_stale_commits` (cooperative members);
+  it renews), and by :func:`refuse_stale_commits` and :func:`offer_protocols`
+  (cooperative members);
+* ``JoinGroupRequest._group_protocols`` (the protocols a JoinGroup offers,
+  completed by :func:`offer_protocols` before it is sent);
 * ``AIOKafkaConsumerThread.thread_loop`` (public on the thread) and the
   coordinator's public ``request_rejoin()``, called in that loop by
   :func:`request_rebalance`;
@@ -50,6 +53,7 @@ __all__ = [
     "hold_fetches",
     "install_lease",
     "last_fetch_ms",
+    "offer_protocols",
     "refuse_stale_commits",
     "request_rebalance",
 ]
@@ -175,6 +179,33 @@ def refuse_stale_commits(coordinator: Any, rebalancing: Callable[[], bool]) -> N
                 f"offset commit of generation {generation} answered after the group moved on"
             )
         return response
+
+    coordinator._send_req = _send_req
+
+
+def offer_protocols(coordinator: Any, more: Callable[[], Iterable[str]]) -> None:
+    """Make every JoinGroup of *coordinator* that offers one protocol offer the
+    protocols named by *more* after it, with the same metadata.
+
+    aiokafka 0.14 sends one JoinGroup per assignor, each with the protocols of
+    the assignors so far (aio-libs/aiokafka#1168): a member offering two sent
+    two JoinGroups per rebalance, the first with the cooperative protocol only.
+    The embedded broker held each for half the session (a rebalance took
+    twice as long as an eager one); Kafka would take the second, whose
+    protocols differ from the first, for a change of the member's metadata
+    and start another rebalance. The coordinator lists only the first
+    assignor, so it sends one JoinGroup, and it is completed here.
+    """
+    send_req = coordinator._send_req
+
+    async def _send_req(request: Request) -> Response:
+        if type(request).__name__.startswith("JoinGroupRequest"):
+            offered = list(request._group_protocols)
+            if len(offered) == 1:
+                name, metadata = offered[0]
+                offered += [(other, metadata) for other in more() if other != name]
+                request._group_protocols = offered
+        return await send_req(request)
 
     coordinator._send_req = _send_req
 
