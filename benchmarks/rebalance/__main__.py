@@ -25,6 +25,15 @@ whole run. Then three phases of ``--phase-seconds`` each:
 2. **scale-in**: that worker stops (SIGTERM);
 3. **kill -9**: one of the two remaining workers is killed.
 
+faust's producer sends one record per batch (its recovery needs that on the
+embedded broker); ``--one-record-batches all`` does the same for every
+variant (every run before 2026-11-27). One record per batch caps a worker's
+changelog writes; a task that moved to a worker comes with a backlog, and
+its worker's kept tasks, whose records queue behind it in the agent's one
+stream, then wait until it is written. With ``--workdir`` every phase's
+progress times are kept there (``<variant>-<phase>-progress.json``, seconds
+since the phase began), to find where a gap lies.
+
 A task's progress is its changelog: each record's timestamp is when the
 worker that ran the task sent it. The **gap** of a task in a phase is the
 longest stretch of the phase without a record of its partition (the phase's
@@ -40,6 +49,7 @@ ratios against ``eager``.
                                    [--rate 300] [--phase-seconds 45]
                                    [--session-timeout 2]
                                    [--variants cooperative,eager,faust]
+                                   [--one-record-batches faust|all]
 """
 
 from __future__ import annotations
@@ -166,8 +176,15 @@ def variant_env(variant: str, args: argparse.Namespace) -> dict[str, str]:
         "SJ_BENCH_APP_ID": f"bench-rebalance-{variant.replace(' ', '-')}",
         "SJ_BENCH_PARTITIONS": str(args.partitions),
         "SJ_BENCH_SESSION_TIMEOUT": str(args.session_timeout),
+        "SJ_BENCH_ONE_RECORD_BATCHES": "1" if one_record_batches(variant, args) else "0",
         **extra,
     }
+
+
+def one_record_batches(variant: str, args: argparse.Namespace) -> bool:
+    """Does *variant*'s producer send one record per batch? faust's always (its
+    recovery needs it on the embedded broker); the others with ``--one-record-batches all``."""
+    return VARIANTS[variant][0] == "faust" or args.one_record_batches == "all"
 
 
 def run_variant(
@@ -326,6 +343,17 @@ def build_parser() -> argparse.ArgumentParser:
             " to whole seconds [%(default)s]"
         ),
     )
+    add(
+        "--one-record-batches",
+        choices=("faust", "all"),
+        default="faust",
+        help=(
+            "which variants' producers send one record per batch: faust's only (its"
+            " recovery needs it on the embedded broker), or all (as every run before"
+            " 2026-11-27; it caps a worker's changelog writes, and a moved task's backlog"
+            " then holds up the kept tasks of its worker) [%(default)s]"
+        ),
+    )
     add("--timeout", type=float, default=600.0, help="to reach a steady state [%(default)s]")
     add(
         "--workdir",
@@ -362,9 +390,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 failed.append(variant)
                 say(f"{variant}: no figures ({exc})")
     say()
+    single = [v for v in variants if one_record_batches(v, args)]
     say(
         f"{args.partitions} tasks, {args.state_records:,} state records, "
-        f"{args.rate:g} records/s, phases of {args.phase_seconds:g}s"
+        f"{args.rate:g} records/s, phases of {args.phase_seconds:g}s; one record per"
+        f" producer batch: {', '.join(single) or 'no variant'}"
     )
     say(report(phases))
     return 1 if failed else 0

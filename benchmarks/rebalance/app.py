@@ -9,9 +9,11 @@ them) as each task's progress.
 assignor and table restoration; ``STREAMJOIN_MAX_WARMUP_REPLICAS`` from the
 environment reaches the assignor); ``faust`` as a plain ``faust.App`` with
 faust's own assignor and recovery. Everything else is identical: RocksDB
-store, one standby per task, the same group timeouts, and a producer that
-sends one record per batch (faust's recovery trusts ``ListOffsets``, which
-the embedded broker answers wrongly after a multi-record batch).
+store, one standby per task, the same group timeouts. faust's variant's
+producer sends one record per batch (``SJ_BENCH_ONE_RECORD_BATCHES=1``):
+faust's recovery trusts ``ListOffsets``, which the embedded broker answers
+wrongly after a multi-record batch. The benchmark sets it for the other
+variants too when asked (``--one-record-batches all``).
 
 Every variant's consumer waits at most 50 ms for a fetch on the broker (as a
 streamjoin join's does): the embedded broker holds a fetch for most of faust's
@@ -27,6 +29,8 @@ Environment:
     SJ_BENCH_APP_ID: app id, consumer group and topic prefix.
     SJ_BENCH_PARTITIONS: partitions of the input topic and the table (default 6).
     SJ_BENCH_SESSION_TIMEOUT: ``broker_session_timeout`` in seconds (default 6).
+    SJ_BENCH_ONE_RECORD_BATCHES: ``1``: the producer sends one record per
+        batch (``producer_max_batch_size=1``); otherwise faust's default.
 """
 
 from __future__ import annotations
@@ -56,8 +60,9 @@ settings: dict[str, Any] = {
     "broker_session_timeout": SESSION_TIMEOUT,
     "broker_heartbeat_interval": min(1.0, SESSION_TIMEOUT / 4),
     "broker_rebalance_timeout": 20.0,
-    "producer_max_batch_size": 1,
 }
+if os.environ.get("SJ_BENCH_ONE_RECORD_BATCHES") == "1":
+    settings["producer_max_batch_size"] = 1
 
 if KIND == "faust":
     app = faust.App(APP_ID, **settings)
