@@ -240,8 +240,9 @@ class Restorer(Service):
         if partial:
             ready, running = set(self._restored_at), streams - newly_assigned
             kept = kept_tasks(actives, running, self._active_tps, ready, self._kept, task) - added
-        # a join's task kept here whose batch was abandoned: its state again,
-        # its inputs from the committed offset (never past the state's position)
+        # a join's task kept here whose batch was abandoned or whose changelog is
+        # taken over anew: its state again, its inputs from the committed offset
+        # (never past the state's position)
         again = {tp for tp in self._restore_again() if tp in actives and task(tp) in kept}
         renewed = {task(tp) for tp in again}
         redo = {tp for tp in streams if task(tp) in renewed}
@@ -272,9 +273,11 @@ class Restorer(Service):
         )
 
     def _restore_again(self) -> set[TP]:
-        """Active changelog partitions a join asks to restore again (its task's
-        batch was abandoned since the last restore; ``Join.restore_again``)."""
-        again: set[TP] = set()
+        """Active changelog partitions restored again though their task is kept: a
+        join's whose batch was abandoned (``Join.restore_again``), and a fenced one
+        taken over anew (the lease ran out; it opens once restored and marked)."""
+        ownership: TaskOwnership | None = getattr(self.tables, "ownership", None)
+        again: set[TP] = set() if ownership is None else set(ownership.book.pending)
         for join in (getattr(self.app, "joins", None) or {}).values():
             again |= {TP(topic, partition) for topic, partition in join.restore_again()}
         return again
