@@ -152,6 +152,7 @@ class _Demo:
             end=end,
             verdict=verdict,
             options=self.options,
+            wall_start=self.state.wall_started,
         )
         say(f"report: {report}")
         say(verdict or "reconciliation: no verdict (see logs/spark.log)")
