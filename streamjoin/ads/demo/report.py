@@ -5,7 +5,8 @@ stretches, and where a task stopped (processed nothing for more than
 :data:`~streamjoin.faust.join.pace.STOP_SECONDS`); the page's table
 "Rebalances: kept tasks ran through" gives, per rebalance, how long the tasks
 that kept their worker stopped and how long the moved ones went unprocessed
-(:func:`~streamjoin.ads.demo.timeline.rebalance_outcomes`).
+and how long tasks stopped away from any rebalance
+(:func:`~streamjoin.ads.demo.stops.rebalance_outcomes`).
 """
 
 from __future__ import annotations
@@ -13,20 +14,25 @@ from __future__ import annotations
 import csv
 import html
 import json
+import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from streamjoin.ads.demo.timeline import (
+from streamjoin.ads.demo.stops import (
     AROUND,
     RebalanceOutcome,
+    rebalance_outcomes,
+    stop_intervals,
+    stops_away,
+)
+from streamjoin.ads.demo.timeline import (
+    Interval,
     Sample,
     longest_restoring,
     ownership_intervals,
-    rebalance_outcomes,
     rebalances,
     restoring_intervals,
-    stop_intervals,
     warmup_intervals,
 )
 from streamjoin.faust.join.pace import STOP_SECONDS
@@ -201,8 +207,8 @@ def _stop_marks(
 ) -> None:
     """Red marks along the top of a task's row where it stopped: on its worker
     (the stops its joins page reported) and between two owners (a handover).
-    A mark is at least a few pixels wide, however short the stop."""
-    least = max(end, 1) / 300
+    A mark is at least a pixel or two wide, however short the stop."""
+    least = max(end, 1) / 600
     spans = [(s.task, s.start, s.end) for s in stop_intervals(samples, wall_start)]
     spans += [
         (h.task, h.start, h.end)
@@ -221,55 +227,73 @@ def _stop_marks(
         )
 
 
-def _rebalance_table(outcomes: Sequence[RebalanceOutcome]) -> str:
-    """The section "Rebalances: kept tasks ran through" (HTML)."""
-    head = (
-        f"<h2>Rebalances: kept tasks ran through</h2>\n<p>At each rebalance (a round in "
-        f"which a task had a new owner): the tasks that kept their worker and the longest "
-        f"one of them stopped (processed nothing for more than {STOP_SECONDS:g} s, from "
-        f"{AROUND:g} s before the first moved task was last seen on its old owner to "
-        f"{AROUND:g} s after the new owners were), and the tasks that moved and how long "
-        f"no worker processed each (from its old owner's last step seen to its new owner's "
-        f"first). Times are the workers' own, to the millisecond; the pages are read once "
-        f"a second, so a killed worker's last second is not seen (its tasks' handovers "
-        f"may start up to that much early). A stop may also be an input with nothing to "
-        f"deliver.</p>\n"
+def _stop(stop: Interval) -> str:
+    return f"task {stop.task} on {html.escape(stop.worker)}: {stop.end - stop.start:.2f} s " + (
+        f"at {stop.start:.1f} s"
     )
-    if not outcomes:
-        return head + "<p>No task changed owner.</p>"
-    rows = []
-    for outcome in outcomes:
-        longest = outcome.longest_kept_stop()
-        if longest is None:
-            stop = "not known"
-        elif longest[1] == 0.0:
-            stop = f"none over {STOP_SECONDS:g} s"
-        else:
-            stop = f"task {longest[0]}: {longest[1]:.2f} s"
-        unknown = sum(1 for s in outcome.kept.values() if s is None)
-        kept = f"{len(outcome.kept)}" + (f" ({unknown} not known)" if unknown else "")
-        moved = ", ".join(
-            f"{h.task} {html.escape(h.source)}&rarr;{html.escape(h.target)} "
-            + ("?" if h.seconds is None else f"{h.seconds:.2f} s")
-            for h in outcome.moved.values()
+
+
+def _rebalance_row(outcome: RebalanceOutcome) -> str:
+    """One rebalance as a table row."""
+    longest = outcome.longest_kept_stop()
+    if outcome.kept:
+        stop = f"none over {STOP_SECONDS:g} s" if longest is None else _stop(longest)
+    else:
+        stop = "not known"
+    unseen = len(outcome.unseen)
+    kept = f"{len(outcome.kept) + unseen}" + (f" ({unseen} not shown)" if unseen else "")
+    moved = ", ".join(
+        f"{h.task} {html.escape(h.source)}&rarr;{html.escape(h.target)}: "
+        + ("?" if h.seconds is None else f"{h.seconds:.2f} s")
+        for h in outcome.moved.values()
+    )
+    handover = outcome.longest_handover()
+    low, high = outcome.generations or (None, None)
+    cells = [
+        f"{outcome.began:.1f}&ndash;{outcome.t:.1f} s",
+        "-" if low is None else (f"{low}" if low == high else f"{low}&ndash;{high}"),
+        html.escape(outcome.cause or "-"),
+        kept,
+        stop,
+        moved or "none",
+        "-" if handover is None else f"task {handover.task}: {handover.seconds:.2f} s",
+    ]
+    return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+
+
+def _rebalance_table(outcomes: Sequence[RebalanceOutcome], away: Sequence[Interval]) -> str:
+    """The section "Rebalances: kept tasks ran through" (HTML); *away*: the
+    stops outside every rebalance, to compare with."""
+    head = (
+        "<h2>Rebalances: kept tasks ran through</h2>\n<p>Each rebalance (rounds in which "
+        "the group generation rose or a task had a new owner): the tasks that kept their "
+        "worker and the longest one of them stopped (processed nothing for more than "
+        f"{STOP_SECONDS:g} s) from {AROUND:g} s before it began to {AROUND:g} s after it "
+        "ended, and the tasks that moved with how long no worker processed each (from its "
+        "old owner's last step seen to its new owner's first). Times are the workers' own, "
+        "to the millisecond; the pages are read once a second, so a killed worker's last "
+        "second is not seen (its tasks' handovers may start up to that much early).</p>\n"
+    )
+    if away:
+        worst = max(away, key=lambda s: s.end - s.start)
+        median = statistics.median(s.end - s.start for s in away)
+        baseline = (
+            f"<p>Away from the rebalances, tasks stopped {len(away)} times, {median:.2f} s "
+            f"at the median, the longest {_stop(worst)}: a stop may also be a slow batch "
+            "or an input with nothing to deliver.</p>"
         )
-        handover = outcome.longest_handover()
-        cells = [
-            f"{outcome.t:.1f} s",
-            html.escape(outcome.cause or "-"),
-            kept,
-            stop,
-            moved,
-            "not known" if handover is None else f"task {handover.task}: {handover.seconds:.2f} s",
-        ]
-        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    else:
+        baseline = "<p>Away from the rebalances, no task stopped.</p>"
+    if not outcomes:
+        return head + "<p>No rebalance while tasks processed.</p>" + baseline
     return (
         head
-        + "<table><tr><th>time</th><th>cause (the last event before)</th><th>tasks kept</th>"
-        + "<th>longest stop of a kept task</th><th>tasks moved (handover)</th>"
-        + "<th>longest handover</th></tr>"
-        + "".join(rows)
+        + "<table><tr><th>when</th><th>generation</th><th>last event before</th>"
+        + "<th>tasks kept</th><th>longest stop of a kept task</th>"
+        + "<th>tasks moved: handover</th><th>longest handover</th></tr>"
+        + "".join(_rebalance_row(o) for o in outcomes)
         + "</table>"
+        + baseline
     )
 
 
@@ -336,7 +360,7 @@ thin dotted bars: a worker warming a task's state up while it ran elsewhere; red
 along the top of a bar: the task processed nothing for more than {STOP_SECONDS:g} s
 (on its worker, or between two owners).</p>
 {restoring}
-{_rebalance_table(outcomes)}
+{_rebalance_table(outcomes, stops_away(samples, outcomes, wall_start))}
 <ul>{timeline}</ul>
 </body></html>
 """

@@ -2,10 +2,10 @@
 
 :func:`sample_workers` polls every running worker's web pages
 (``/streamjoin/assignment/`` and ``/streamjoin/joins/``) into the run's
-:class:`~streamjoin.ads.demo.state.DemoState` (with how each task of the
-billing join processed: :func:`task_paces`); :func:`live_view` prints one
-line per worker (status, tasks, standbys, records processed, restore progress,
-the tasks it is restoring and warming up).
+:class:`~streamjoin.ads.demo.state.DemoState` (with the group generation and
+how each task of the billing join processed: :func:`task_paces`);
+:func:`live_view` prints one line per worker (status, tasks, standbys,
+records processed, restore progress, the tasks it is restoring and warming up).
 """
 
 from __future__ import annotations
@@ -57,7 +57,18 @@ def sample_workers(state: DemoState, workers: Sequence[Worker]) -> None:
         restoring, warmups = restore_state(assignment, tasks)
         billing = joins.get("billing", {})
         paces = task_paces(billing)
-        state.samples.append(Sample(t, worker.name, tasks, restoring, warmups, paces))
+        generation = assignment.get("generation")
+        state.samples.append(
+            Sample(
+                t,
+                worker.name,
+                tasks,
+                restoring,
+                warmups,
+                paces,
+                generation if isinstance(generation, int) else None,
+            )
+        )
         standby = assignment.get("standbys", {})
         state.stats[worker.name] = {
             "tasks": tasks,
