@@ -1,15 +1,33 @@
-"""The demo's HTML report and its PNG charts (matplotlib, no display needed)."""
+"""The demo's HTML report and its PNG charts (matplotlib, no display needed).
+
+The task chart shows which worker ran which task, restoring and warm-up
+stretches, and where a task stopped (processed nothing for more than
+:data:`~streamjoin.faust.join.pace.STOP_SECONDS`); the page's table
+"Rebalances: kept tasks ran through" gives, per rebalance, how long the tasks
+that kept their worker stopped and how long the moved ones went unprocessed
+and how long tasks stopped away from any rebalance
+(:func:`~streamjoin.ads.demo.stops.rebalance_outcomes`).
+"""
 
 from __future__ import annotations
 
 import csv
 import html
 import json
+import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from streamjoin.ads.demo.stops import (
+    AROUND,
+    RebalanceOutcome,
+    rebalance_outcomes,
+    stop_intervals,
+    stops_away,
+)
 from streamjoin.ads.demo.timeline import (
+    Interval,
     Sample,
     longest_restoring,
     ownership_intervals,
@@ -17,6 +35,7 @@ from streamjoin.ads.demo.timeline import (
     restoring_intervals,
     warmup_intervals,
 )
+from streamjoin.faust.join.pace import STOP_SECONDS
 
 __all__ = ["campaign_totals", "write_report"]
 
@@ -70,8 +89,14 @@ def _campaign_chart(rows: list[dict[str, Any]], path: Path) -> None:
 
 
 def _timeline_chart(
-    samples: Sequence[Sample], events: Sequence[tuple[float, str]], end: float, path: Path
+    samples: Sequence[Sample],
+    events: Sequence[tuple[float, str]],
+    end: float,
+    path: Path,
+    stops: tuple[float, Sequence[RebalanceOutcome]] = (0.0, ()),
 ) -> None:
+    """The task chart; *stops*: ``time.time()`` at the demo's start and the
+    rebalances' outcomes, whose stops and handovers are marked."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -93,6 +118,7 @@ def _timeline_chart(
             height=0.8,
         )
     _restore_bars(axis, samples, end, colour)
+    _stop_marks(axis, samples, end, *stops)
     for t in rebalances(samples):
         axis.axvline(t, color="grey", linestyle=":", linewidth=1)
     top = max(tasks, default=0) + 0.45
@@ -115,12 +141,20 @@ def _timeline_chart(
     axis.set_yticks(tasks, [f"task {t}" for t in tasks])
     axis.set_xlabel("seconds since start (dotted: a task changed owner)")
     axis.set_title("Which worker ran which task")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=colour[w]) for w in workers]
+    from matplotlib.patches import Rectangle
+
+    handles = [Rectangle((0, 0), 1, 1, color=colour[w]) for w in workers]
     handles += [
-        plt.Rectangle((0, 0), 1, 1, facecolor="white", edgecolor=RESTORING_COLOUR, hatch="///"),
-        plt.Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="black", hatch="..."),
+        Rectangle((0, 0), 1, 1, facecolor="white", edgecolor=RESTORING_COLOUR, hatch="///"),
+        Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="black", hatch="..."),
+        Rectangle((0, 0), 1, 1, color=STOP_COLOUR),
     ]
-    labels = [*workers, "restoring (unavailable)", "warm-up (worker's colour)"]
+    labels = [
+        *workers,
+        "restoring (unavailable)",
+        "warm-up (worker's colour)",
+        f"stopped > {STOP_SECONDS:g} s",
+    ]
     axis.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8)
     axis.set_xlim(0, max(end, 1))
     fig.tight_layout()
@@ -160,6 +194,109 @@ def _restore_bars(axis: Any, samples: Sequence[Sample], end: float, colour: dict
         )
 
 
+#: colour of the marks where a task processed nothing for more than STOP_SECONDS
+STOP_COLOUR = "#d50000"
+
+
+def _stop_marks(
+    axis: Any,
+    samples: Sequence[Sample],
+    end: float,
+    wall_start: float,
+    outcomes: Sequence[RebalanceOutcome],
+) -> None:
+    """Red marks along the top of a task's row where it stopped: on its worker
+    (the stops its joins page reported) and between two owners (a handover).
+    A mark is at least a pixel or two wide, however short the stop."""
+    least = max(end, 1) / 600
+    spans = [(s.task, s.start, s.end) for s in stop_intervals(samples, wall_start)]
+    spans += [
+        (h.task, h.start, h.end)
+        for outcome in outcomes
+        for h in outcome.moved.values()
+        if h.start is not None and h.end is not None
+    ]
+    for task, start, stop in spans:
+        axis.barh(
+            task + 0.3,
+            max(stop - start, least),
+            left=start,
+            color=STOP_COLOUR,
+            height=0.18,
+            linewidth=0,
+        )
+
+
+def _stop(stop: Interval) -> str:
+    return f"task {stop.task} on {html.escape(stop.worker)}: {stop.end - stop.start:.2f} s " + (
+        f"at {stop.start:.1f} s"
+    )
+
+
+def _rebalance_row(outcome: RebalanceOutcome) -> str:
+    """One rebalance as a table row."""
+    longest = outcome.longest_kept_stop()
+    if outcome.kept:
+        stop = f"none over {STOP_SECONDS:g} s" if longest is None else _stop(longest)
+    else:
+        stop = "not known"
+    unseen = len(outcome.unseen)
+    kept = f"{len(outcome.kept) + unseen}" + (f" ({unseen} not shown)" if unseen else "")
+    moved = ", ".join(
+        f"{h.task} {html.escape(h.source)}&rarr;{html.escape(h.target)}: "
+        + ("?" if h.seconds is None else f"{h.seconds:.2f} s")
+        for h in outcome.moved.values()
+    )
+    handover = outcome.longest_handover()
+    low, high = outcome.generations or (None, None)
+    cells = [
+        f"{outcome.began:.1f}&ndash;{outcome.t:.1f} s",
+        "-" if low is None else (f"{low}" if low == high else f"{low}&ndash;{high}"),
+        html.escape(outcome.cause or "-"),
+        kept,
+        stop,
+        moved or "none",
+        "-" if handover is None else f"task {handover.task}: {handover.seconds:.2f} s",
+    ]
+    return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+
+
+def _rebalance_table(outcomes: Sequence[RebalanceOutcome], away: Sequence[Interval]) -> str:
+    """The section "Rebalances: kept tasks ran through" (HTML); *away*: the
+    stops outside every rebalance, to compare with."""
+    head = (
+        "<h2>Rebalances: kept tasks ran through</h2>\n<p>Each rebalance (rounds in which "
+        "the group generation rose or a task had a new owner): the tasks that kept their "
+        "worker and the longest one of them stopped (processed nothing for more than "
+        f"{STOP_SECONDS:g} s) from {AROUND:g} s before it began to {AROUND:g} s after it "
+        "ended, and the tasks that moved with how long no worker processed each (from its "
+        "old owner's last step seen to its new owner's first). Times are the workers' own, "
+        "to the millisecond; the pages are read once a second, so a killed worker's last "
+        "second is not seen (its tasks' handovers may start up to that much early).</p>\n"
+    )
+    if away:
+        worst = max(away, key=lambda s: s.end - s.start)
+        median = statistics.median(s.end - s.start for s in away)
+        baseline = (
+            f"<p>Away from the rebalances, tasks stopped {len(away)} times, {median:.2f} s "
+            f"at the median, the longest {_stop(worst)}: a stop may also be a slow batch "
+            "or an input with nothing to deliver.</p>"
+        )
+    else:
+        baseline = "<p>Away from the rebalances, no task stopped.</p>"
+    if not outcomes:
+        return head + "<p>No rebalance while tasks processed.</p>" + baseline
+    return (
+        head
+        + "<table><tr><th>when</th><th>generation</th><th>last event before</th>"
+        + "<th>tasks kept</th><th>longest stop of a kept task</th>"
+        + "<th>tasks moved: handover</th><th>longest handover</th></tr>"
+        + "".join(_rebalance_row(o) for o in outcomes)
+        + "</table>"
+        + baseline
+    )
+
+
 def write_report(
     out: Path,
     *,
@@ -168,14 +305,19 @@ def write_report(
     end: float,
     verdict: str | None,
     options: Any,
+    wall_start: float,
 ) -> Path:
-    """Write ``out/report/index.html`` with the campaign and task charts; return its path."""
+    """Write ``out/report/index.html`` with the campaign and task charts; return its path.
+
+    *wall_start*: ``time.time()`` when the demo started (the workers report
+    their tasks' stops in wall-clock seconds)."""
     report = out / "report"
     report.mkdir(exist_ok=True)
     rows = campaign_totals(report)
     if rows:
         _campaign_chart(rows, report / "campaigns.png")
-    _timeline_chart(samples, events, end, report / "tasks.png")
+    outcomes = rebalance_outcomes(samples, events, wall_start)
+    _timeline_chart(samples, events, end, report / "tasks.png", (wall_start, outcomes))
     cells = "".join(
         "<tr>"
         + "".join(
@@ -214,8 +356,11 @@ archived events (same window, same rules).</p>
 <h2>Tasks over time</h2>
 <img src="tasks.png" alt="which worker ran which task" width="1000">
 <p>Hatched red: the task's owner was restoring its state (the task was unavailable);
-thin dotted bars: a worker warming a task's state up while it ran elsewhere.</p>
+thin dotted bars: a worker warming a task's state up while it ran elsewhere; red marks
+along the top of a bar: the task processed nothing for more than {STOP_SECONDS:g} s
+(on its worker, or between two owners).</p>
 {restoring}
+{_rebalance_table(outcomes, stops_away(samples, outcomes, wall_start))}
 <ul>{timeline}</ul>
 </body></html>
 """

@@ -15,7 +15,8 @@ produced record, as the generator's ``--record`` writes it).
 This module holds the run's script (:func:`run_demo`); the options are in
 :mod:`.options`, the processes in :mod:`.processes`, the sampling and live
 view in :mod:`.watch`, the wait for the archive in :mod:`.settle` and the
-HTML report in :mod:`.report`.
+HTML report in :mod:`.report` (what it draws in :mod:`.timeline` and
+:mod:`.stops`).
 """
 
 from __future__ import annotations
@@ -152,6 +153,7 @@ class _Demo:
             end=end,
             verdict=verdict,
             options=self.options,
+            wall_start=self.state.wall_started,
         )
         say(f"report: {report}")
         say(verdict or "reconciliation: no verdict (see logs/spark.log)")

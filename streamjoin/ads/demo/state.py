@@ -35,6 +35,9 @@ class DemoState:
     """The run's record: samples and events for the report, latest worker figures."""
 
     started: float = field(default_factory=time.monotonic)
+    #: ``time.time()`` at the start, to put the workers' wall-clock times on
+    #: the run's axis (:func:`~streamjoin.ads.demo.timeline.demo_time`)
+    wall_started: float = field(default_factory=time.time)
     samples: list[Sample] = field(default_factory=list)
     events: list[tuple[float, str]] = field(default_factory=list)
     stats: dict[str, dict[str, Any]] = field(default_factory=dict)

@@ -11,6 +11,11 @@ nothing meanwhile, wherever else its state is. A *warm-up* is a worker
 restoring a task's state while the task keeps running on its owner.
 :func:`restoring_intervals` and :func:`warmup_intervals` give both as bars,
 :func:`longest_restoring` the longest unavailable stretch of each task.
+
+Each worker's ``/streamjoin/joins/`` page also says how each of its tasks
+processed (a :class:`Pace` in the sample), in the worker's wall-clock
+seconds, which :func:`demo_time` puts on the demo's time axis;
+:mod:`~streamjoin.ads.demo.stops` reads the stops and the rebalances from them.
 """
 
 from __future__ import annotations
@@ -20,8 +25,11 @@ from dataclasses import dataclass
 
 __all__ = [
     "Interval",
+    "Pace",
     "Sample",
+    "demo_time",
     "longest_restoring",
+    "owners_by_round",
     "ownership_intervals",
     "rebalances",
     "restoring_intervals",
@@ -30,12 +38,29 @@ __all__ = [
 
 
 @dataclass(frozen=True)
+class Pace:
+    """How a worker's task processed, as its joins page said (wall-clock seconds).
+
+    ``processing``: its first and latest processing step on that worker
+    (``None``: none yet); ``stops``: its recent waits of more than 0.25 s
+    between two records it processed, ``(start, end)``.
+    """
+
+    task: int
+    processed: int = 0
+    processing: tuple[float, float] | None = None
+    stops: tuple[tuple[float, float], ...] = ()
+
+
+@dataclass(frozen=True)
 class Sample:
     """At time ``t`` (seconds since the demo started), ``worker`` ran ``tasks``.
 
     ``restoring``: those of ``tasks`` whose state the worker was still
     restoring (not processing yet); ``warmups``: tasks whose state it was
-    warming up while they ran elsewhere.
+    warming up while they ran elsewhere; ``paces``: how each task its join
+    runs processed (:class:`Pace`); ``generation``: the group generation of
+    the worker's assignment (``None``: not said).
     """
 
     t: float
@@ -43,6 +68,8 @@ class Sample:
     tasks: tuple[int, ...]
     restoring: tuple[int, ...] = ()
     warmups: tuple[int, ...] = ()
+    paces: tuple[Pace, ...] = ()
+    generation: int | None = None
 
 
 @dataclass(frozen=True)
@@ -55,7 +82,7 @@ class Interval:
     end: float
 
 
-def _owners_by_time(samples: Iterable[Sample]) -> list[tuple[float, dict[int, str]]]:
+def owners_by_round(samples: Iterable[Sample]) -> list[tuple[float, dict[int, str]]]:
     """Owner of every task at each sampling round (samples with equal ``t`` form a round)."""
     rounds: dict[float, dict[int, str]] = {}
     for sample in sorted(samples, key=lambda s: (s.t, s.worker)):
@@ -69,7 +96,7 @@ def ownership_intervals(samples: Iterable[Sample], end: float) -> list[Interval]
     """Contiguous ownership bars, sorted by task then start."""
     open_: dict[int, tuple[str, float]] = {}
     out: list[Interval] = []
-    for t, owners in _owners_by_time(samples):
+    for t, owners in owners_by_round(samples):
         for task in sorted(set(open_) | set(owners)):
             current = open_.get(task)
             owner = owners.get(task)
@@ -89,7 +116,7 @@ def rebalances(samples: Sequence[Sample]) -> list[float]:
     """Times at which some task got a new owner (first assignment excluded)."""
     marks: list[float] = []
     previous: Mapping[int, str] | None = None
-    for t, owners in _owners_by_time(samples):
+    for t, owners in owners_by_round(samples):
         if previous is not None and any(
             previous.get(task) != owner for task, owner in owners.items()
         ):
@@ -145,3 +172,10 @@ def longest_restoring(samples: Iterable[Sample], end: float) -> dict[int, float]
     for bar in restoring_intervals(samples, end):
         longest[bar.task] = max(longest.get(bar.task, 0.0), bar.end - bar.start)
     return dict(sorted(longest.items()))
+
+
+def demo_time(wall: float, wall_start: float) -> float:
+    """Wall-clock seconds (``time.time()``, as the workers report them) on the
+    demo's axis: seconds since the demo started, *wall_start* being
+    ``time.time()`` then (the workers run on the demo's machine: one clock)."""
+    return wall - wall_start

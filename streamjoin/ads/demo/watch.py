@@ -2,9 +2,10 @@
 
 :func:`sample_workers` polls every running worker's web pages
 (``/streamjoin/assignment/`` and ``/streamjoin/joins/``) into the run's
-:class:`~streamjoin.ads.demo.state.DemoState`; :func:`live_view` prints one
-line per worker (status, tasks, standbys, records processed, restore progress,
-the tasks it is restoring and warming up).
+:class:`~streamjoin.ads.demo.state.DemoState` (with the group generation and
+how each task of the billing join processed: :func:`task_paces`);
+:func:`live_view` prints one line per worker (status, tasks, standbys,
+records processed, restore progress, the tasks it is restoring and warming up).
 """
 
 from __future__ import annotations
@@ -17,9 +18,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from streamjoin.ads.demo.state import DemoState, Worker, say
-from streamjoin.ads.demo.timeline import Sample
+from streamjoin.ads.demo.timeline import Pace, Sample
 
-__all__ = ["INPUT_TOPIC", "live_view", "restore_progress", "restore_state", "sample_workers"]
+__all__ = [
+    "INPUT_TOPIC",
+    "live_view",
+    "restore_progress",
+    "restore_state",
+    "sample_workers",
+    "task_paces",
+]
 
 #: the topic whose partitions are the tasks shown as a worker's tasks
 INPUT_TOPIC = "impressions"
@@ -47,8 +55,20 @@ def sample_workers(state: DemoState, workers: Sequence[Worker]) -> None:
             continue
         tasks = tuple(sorted(assignment.get("actives", {}).get(INPUT_TOPIC, [])))
         restoring, warmups = restore_state(assignment, tasks)
-        state.samples.append(Sample(t, worker.name, tasks, restoring, warmups))
         billing = joins.get("billing", {})
+        paces = task_paces(billing)
+        generation = assignment.get("generation")
+        state.samples.append(
+            Sample(
+                t,
+                worker.name,
+                tasks,
+                restoring,
+                warmups,
+                paces,
+                generation if isinstance(generation, int) else None,
+            )
+        )
         standby = assignment.get("standbys", {})
         state.stats[worker.name] = {
             "tasks": tasks,
@@ -78,6 +98,23 @@ def restore_state(
     warm = assignment.get("warmups") or {}
     warmups = tuple(sorted({int(p) for ps in warm.values() for p in ps}))
     return restoring, warmups
+
+
+def task_paces(join: Mapping[str, Any]) -> tuple[Pace, ...]:
+    """How each task of a join processed, from its entry on the joins page
+    (``processed``, ``processing``, ``stops``; a worker without them: none)."""
+    paces = []
+    for key, task in sorted(join.get("tasks", {}).items(), key=lambda item: int(item[0])):
+        processing = task.get("processing")
+        paces.append(
+            Pace(
+                int(key),
+                int(task.get("processed", 0)),
+                None if not processing else (float(processing[0]), float(processing[1])),
+                tuple((float(a), float(b)) for a, b in task.get("stops", ())),
+            )
+        )
+    return tuple(paces)
 
 
 def live_view(

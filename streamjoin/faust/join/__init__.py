@@ -9,6 +9,7 @@
 * :mod:`~streamjoin.faust.join.lifecycle`: the task set across rebalances;
 * :mod:`~streamjoin.faust.join.tasks`: one task's runtime;
   :mod:`~streamjoin.faust.join.batch_state`: its RocksDB-backed state;
+  :mod:`~streamjoin.faust.join.pace`: its records processed and stops;
 * :mod:`~streamjoin.faust.join.router`: a task's records applied to its logic;
 * :mod:`~streamjoin.faust.join.batch`: the durability steps of a batch;
   :mod:`~streamjoin.faust.join.fault_points`: crash points for tests;

@@ -10,6 +10,7 @@ drives them. Nothing here sends, awaits or acks.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 
 from streamjoin.faust.join.stats import JoinStats
@@ -64,16 +65,26 @@ class RecordRouter:
         self.outputs = outputs
         self.dead_letters = dead_letters
 
-    def stage(self, task: JoinTask, received: Sequence[Chunk], idle: Sequence[str]) -> list[Output]:
+    def stage(
+        self,
+        task: JoinTask,
+        received: Sequence[Chunk],
+        idle: Sequence[str],
+        now: float | None = None,
+    ) -> list[Output]:
         """Apply *task*'s *received* records, then tell its logic which inputs went
         *idle*; return the records to produce.
 
         What to ack once the batch is durable is kept in the task's
         ``unacked_range``; its input positions are written last: a changelog
-        that has them has everything the batch changed before them.
+        that has them has everything the batch changed before them. A batch
+        that applied records is a step of the task's
+        :class:`~streamjoin.faust.join.pace.TaskPace` at *now* (wall-clock
+        seconds; ``None``: ``time.time()``).
         """
         outputs: list[Output] = []
         ranges = task.unacked_range
+        processed = self.stats.processed
         for side, records in received:
             outputs.extend(self.apply(task, side, records))
             first, last = records[0].offset, records[-1].offset
@@ -82,6 +93,9 @@ class RecordRouter:
                 last = max(last, ranges[side][1])
             ranges[side] = (first, last)
             task.idle.discard(side)  # a record makes its input active again
+        applied = self.stats.processed - processed
+        if applied:
+            task.pace.step(time.time() if now is None else now, applied)
         logic = task.logic
         for side in idle:
             if logic is not None and side not in task.idle:

@@ -102,7 +102,15 @@ def describe_join(
     config: JoinConfig, tasks: Mapping[int, JoinTask], stats: JoinStats, sought_back: int
 ) -> dict[str, Any]:
     """The join's configuration, *tasks* and counters (JSON-ready); *sought_back*:
-    fetched records the intake did not accept and sought back to."""
+    fetched records the intake did not accept and sought back to.
+
+    Per task: its decision time, watermarks, idle inputs, positions, buffered
+    records, and its :class:`~streamjoin.faust.join.pace.TaskPace`: records
+    ``processed``, ``processing`` (wall-clock seconds of its first and latest
+    step here) and its recent ``stops``: the waits longer than
+    :data:`~streamjoin.faust.join.pace.STOP_SECONDS` between two records the
+    task processed, whatever kept it waiting (a rebalance, a slow batch, an
+    input with nothing to deliver)."""
     window = config.window
     return {
         "name": config.name,
@@ -120,6 +128,7 @@ def describe_join(
                 "idle": sorted(t.idle),
                 "position": dict(t.position),
                 "buffered": t.waiting,
+                **t.pace.as_dict(),
             }
             for p, t in sorted(tasks.items())
         },

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from streamjoin.faust.join.batch_state import BatchState
+from streamjoin.faust.join.pace import TaskPace
 from streamjoin.faust.join.types import SIDES, Chunk, InputRecord
 from streamjoin.faust.kafka.session import last_fetch_ms
 from streamjoin.join import keys
@@ -77,6 +78,8 @@ class JoinTask:
         #: with (see streamjoin.restore.ownership), and the headers carrying it
         self.token: bytes | None = None
         self.owner_headers: list[tuple[str, bytes]] | None = None
+        #: records processed and stops since the task opened here (parked included)
+        self.pace = TaskPace()
 
     def own(self, token: bytes | None) -> None:
         """Write the task's changelog records with owner *token* (``None``: unfenced)."""

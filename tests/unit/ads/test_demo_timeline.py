@@ -9,13 +9,18 @@ import pytest
 
 from streamjoin.ads.demo.timeline import (
     Interval,
+    Pace,
     Sample,
+    demo_time,
     longest_restoring,
     ownership_intervals,
     rebalances,
     restoring_intervals,
     warmup_intervals,
 )
+
+#: time.time() when the demo started, in the tests below
+WALL = 1_767_225_600.0
 
 
 def test_a_task_moving_between_workers_gives_two_bars_and_one_rebalance() -> None:
@@ -130,7 +135,32 @@ def test_the_report_draws_restoring_and_warm_up_bars_and_names_the_longest(
         end=8.0,
         verdict=None,
         options=options,
+        wall_start=WALL,
     )
     text = page.read_text()
     assert "task 1 4 s" in text
     assert (tmp_path / "report" / "tasks.png").stat().st_size > 0
+    # no worker said how its tasks processed: nothing is claimed
+    assert "No rebalance while tasks processed." in text
+
+
+def test_a_workers_wall_clock_goes_on_the_demos_axis() -> None:
+    assert demo_time(WALL + 12.25, WALL) == 12.25
+    assert demo_time(WALL - 1.0, WALL) == -1.0  # before the start: a worker of an earlier run
+
+
+def test_the_joins_page_gives_each_tasks_pace() -> None:
+    from streamjoin.ads.demo.watch import task_paces
+
+    page = {
+        "tasks": {
+            "10": {"processed": 5, "processing": [WALL, WALL + 2], "stops": [[WALL, WALL + 1]]},
+            "2": {"processed": 0, "processing": None, "stops": []},
+        }
+    }
+    assert task_paces(page) == (
+        Pace(2, 0, None, ()),
+        Pace(10, 5, (WALL, WALL + 2), ((WALL, WALL + 1),)),
+    )
+    assert task_paces({}) == ()
+    assert task_paces({"tasks": {"1": {}}}) == (Pace(1),)

@@ -1,0 +1,293 @@
+"""Where tasks stopped, and what each rebalance did to them, from the samples. Pure.
+
+A worker's joins page lists, per task, its *stops*: the waits of more than
+0.25 s between two records the task processed on that worker (see
+:class:`~streamjoin.ads.demo.timeline.Pace`). :func:`stop_intervals` puts
+them on the demo's time axis, adding the gap when a task was opened again on
+the same worker (a new run of it starts with no stop of its own).
+
+A *rebalance* is a run of sampling rounds, each less than ``2 * AROUND`` s
+after the previous one, in which the group generation rose or a task was seen
+on another worker than before. :func:`rebalance_outcomes` says, for each,
+which tasks kept their worker (same owner before and after) and the longest
+any of them stopped from ``AROUND`` s before it began to ``AROUND`` s after
+it ended, and which tasks moved and how long no worker processed each (their
+:class:`Handover`). :func:`stops_away` gives the stops outside every
+rebalance, to compare with: a stop may also be a slow batch or an input with
+nothing to deliver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from itertools import pairwise
+
+from streamjoin.ads.demo.timeline import Interval, Sample, demo_time, owners_by_round
+
+__all__ = [
+    "AROUND",
+    "Handover",
+    "RebalanceOutcome",
+    "rebalance_outcomes",
+    "stop_intervals",
+    "stops_away",
+]
+
+#: seconds before a rebalance began and after it ended in which a kept task's
+#: stops count as the rebalance's (samples are a second apart)
+AROUND = 2.0
+
+#: (task, worker) -> that worker's stops of that task, ``(start, end)`` wall-clock
+_Stops = Mapping[tuple[int, str], Sequence[tuple[float, float]]]
+
+
+def _pair_stops(samples: Iterable[Sample]) -> dict[tuple[int, str], list[tuple[float, float]]]:
+    """(task, worker) -> every stop the worker reported of the task, once each,
+    in order (wall-clock). A task opened again on the same worker (a new run
+    of it: a later first step) stopped from its last step before to that."""
+    stops: dict[tuple[int, str], set[tuple[float, float]]] = {}
+    runs: dict[tuple[int, str], dict[float, float]] = {}
+    for sample in samples:
+        for pace in sample.paces:
+            pair = (pace.task, sample.worker)
+            stops.setdefault(pair, set()).update(pace.stops)
+            if pace.processing is not None:
+                first, last = pace.processing
+                seen = runs.setdefault(pair, {})
+                seen[first] = max(seen.get(first, last), last)
+    for pair, seen in runs.items():
+        for (_, last), (first, _) in pairwise(sorted(seen.items())):
+            if first > last:
+                stops.setdefault(pair, set()).add((last, first))
+    return {pair: sorted(found) for pair, found in sorted(stops.items())}
+
+
+def _intervals(stops: _Stops, wall_start: float) -> list[Interval]:
+    return sorted(
+        (
+            Interval(task, worker, demo_time(a, wall_start), demo_time(b, wall_start))
+            for (task, worker), found in stops.items()
+            for a, b in found
+        ),
+        key=lambda i: (i.task, i.start, i.worker),
+    )
+
+
+def stop_intervals(samples: Iterable[Sample], wall_start: float) -> list[Interval]:
+    """Every stop of a task on a worker, on the demo's axis, sorted by task then
+    start; *wall_start*: ``time.time()`` when the demo started."""
+    return _intervals(_pair_stops(samples), wall_start)
+
+
+@dataclass(frozen=True)
+class Handover:
+    """Task ``task`` moved from ``source`` to ``target``: no worker processed it
+    from ``start`` (the source's last step seen) to ``end`` (the target's first
+    step), demo seconds. ``None``: not known (the source's page never showed
+    a step; the target had not processed it by the end of the run).
+
+    A killed source's last second or so is not seen (the pages are read once a
+    second): ``start`` may be up to that much early.
+    """
+
+    task: int
+    source: str
+    target: str
+    start: float | None
+    end: float | None
+
+    @property
+    def seconds(self) -> float | None:
+        """How long the task was not processed (``None``: not known)."""
+        return None if self.start is None or self.end is None else self.end - self.start
+
+
+@dataclass(frozen=True)
+class RebalanceOutcome:
+    """What one rebalance did to the tasks (times in demo seconds).
+
+    Attributes:
+        began: the last round before it (or, earlier, the last round a moved
+            task was seen on its old owner).
+        t: its last round (the new owners seen).
+        window: where a kept task's stops count: ``AROUND`` s around both.
+        cause: the last event at or before ``t`` (``None``: none).
+        generations: the lowest and highest group generation seen in it.
+        kept: task -> its longest stop in the window (``None``: it ran
+            through), for the tasks with the same worker before and after
+            whose worker's page showed them processing in the window.
+        unseen: the other kept tasks (their pace was not shown then).
+        moved: task -> its handover.
+    """
+
+    began: float
+    t: float
+    window: tuple[float, float]
+    cause: str | None
+    generations: tuple[int, int] | None
+    kept: Mapping[int, Interval | None]
+    unseen: tuple[int, ...]
+    moved: Mapping[int, Handover]
+
+    def longest_kept_stop(self) -> Interval | None:
+        """The longest stop of a kept task (``None``: every one ran through)."""
+        stops = [s for s in self.kept.values() if s is not None]
+        return max(stops, key=lambda s: (s.end - s.start, -s.task), default=None)
+
+    def longest_handover(self) -> Handover | None:
+        """The moved task's handover that took longest (``None``: none known)."""
+        known = [h for h in self.moved.values() if h.seconds is not None]
+        return max(known, key=lambda h: (h.seconds or 0.0, -h.task), default=None)
+
+
+@dataclass(frozen=True)
+class _Round:
+    """A sampling round: owners, the last owner seen of every task, generation."""
+
+    t: float
+    owners: Mapping[int, str]
+    seen: Mapping[int, tuple[str, float]]
+    generation: int | None
+    changed: bool
+
+
+def _rounds(samples: Sequence[Sample]) -> list[_Round]:
+    """Every round, marked changed when the generation rose or a task was seen on
+    another worker than the last one it was seen on."""
+    generations: dict[float, int] = {}
+    for s in samples:
+        if s.generation is not None:
+            generations[s.t] = max(generations.get(s.t, s.generation), s.generation)
+    out = []
+    seen: dict[int, tuple[str, float]] = {}
+    top: int | None = None
+    for t, owners in owners_by_round(samples):
+        generation = generations.get(t)
+        moved = any(task in seen and seen[task][0] != owner for task, owner in owners.items())
+        risen = generation is not None and top is not None and generation > top
+        if generation is not None:
+            top = generation if top is None else max(top, generation)
+        seen.update((task, (owner, t)) for task, owner in owners.items())
+        out.append(_Round(t, owners, dict(seen), generation, moved or risen))
+    return out
+
+
+def rebalance_outcomes(
+    samples: Sequence[Sample],
+    events: Sequence[tuple[float, str]],
+    wall_start: float,
+    around: float = AROUND,
+) -> list[RebalanceOutcome]:
+    """What every rebalance did to the tasks (see the module's docstring);
+    *events*: the run's ``(time, label)``; *wall_start*: ``time.time()`` when
+    the demo started. A rebalance of which nothing is known (no task's pace
+    shown around it, e.g. before the generator started) is left out."""
+    stops = _pair_stops(samples)
+    rounds = _rounds(samples)
+    clusters: list[list[int]] = []
+    for n, round_ in enumerate(rounds):
+        if not round_.changed:  # never the first round: nothing was seen before it
+            continue
+        if clusters and round_.t - rounds[clusters[-1][-1]].t < 2 * around:
+            clusters[-1].append(n)
+        else:
+            clusters.append([n])
+    outcomes = []
+    for cluster in clusters:
+        last = rounds[cluster[-1]]
+        generations = [g for n in cluster if (g := rounds[n].generation) is not None]
+        cause = max((e for e in events if e[0] <= last.t), default=None, key=lambda e: e[0])
+        outcome = _outcome(samples, stops, rounds[cluster[0] - 1], last, wall_start, around)
+        outcome = replace(
+            outcome,
+            cause=None if cause is None else cause[1],
+            generations=(min(generations), max(generations)) if generations else None,
+        )
+        if outcome.kept or any(h.seconds is not None for h in outcome.moved.values()):
+            outcomes.append(outcome)
+    return outcomes
+
+
+def _outcome(
+    samples: Sequence[Sample],
+    stops: _Stops,
+    before: _Round,
+    last: _Round,
+    wall_start: float,
+    around: float,
+) -> RebalanceOutcome:
+    """Kept and moved tasks from round *before* to round *last* (no cause, no
+    generations yet)."""
+    moved = {
+        task: _handover(samples, task, before.seen[task], (owner, last.t), wall_start)
+        for task, owner in sorted(last.owners.items())
+        if task in before.seen and before.seen[task][0] != owner
+    }
+    began = min([before.t, *(before.seen[task][1] for task in moved)])
+    window = (began - around, last.t + around)
+    kept: dict[int, Interval | None] = {}
+    unseen = []
+    for task, owner in sorted(last.owners.items()):
+        if task in moved or task not in before.seen or before.seen[task][0] != owner:
+            continue
+        if not _processing(samples, task, owner, lambda t: window[0] <= t <= window[1]):
+            unseen.append(task)
+            continue
+        overlapping = [
+            i
+            for i in _intervals({(task, owner): stops.get((task, owner), ())}, wall_start)
+            if i.start < window[1] and i.end > window[0]
+        ]
+        kept[task] = max(overlapping, key=lambda i: i.end - i.start, default=None)
+    return RebalanceOutcome(began, last.t, window, None, None, kept, tuple(unseen), moved)
+
+
+def _processing(
+    samples: Iterable[Sample], task: int, worker: str, when: Callable[[float], bool]
+) -> list[tuple[float, float]]:
+    """(first, last) steps of *task* that *worker*'s samples at the times *when*
+    accepts show (wall-clock)."""
+    spans = []
+    for sample in samples:
+        if sample.worker == worker and when(sample.t):
+            pace = next((p for p in sample.paces if p.task == task), None)
+            if pace is not None and pace.processing is not None:
+                spans.append(pace.processing)
+    return spans
+
+
+def _handover(
+    samples: Sequence[Sample],
+    task: int,
+    source: tuple[str, float],
+    target: tuple[str, float],
+    wall_start: float,
+) -> Handover:
+    """*task*'s handover from *source* (worker, the last round its assignment
+    listed the task) to *target* (worker, the round that saw it there): the
+    source's last step its joins page showed until then (it may show the task
+    a round after its assignment stopped listing it), the target's first step
+    after the source's last round."""
+    (worker, held), (new, seen) = source, target
+    last = [b for _, b in _processing(samples, task, worker, lambda t: t <= seen)]
+    first = [a for a, _ in _processing(samples, task, new, lambda t: t > held)]
+    return Handover(
+        task,
+        worker,
+        new,
+        demo_time(max(last), wall_start) if last else None,
+        demo_time(min(first), wall_start) if first else None,
+    )
+
+
+def stops_away(
+    samples: Iterable[Sample], outcomes: Sequence[RebalanceOutcome], wall_start: float
+) -> list[Interval]:
+    """The stops that overlap no rebalance's window: how long tasks stopped
+    anyway (slow batches, inputs with nothing to deliver)."""
+    return [
+        stop
+        for stop in stop_intervals(samples, wall_start)
+        if not any(stop.start < o.window[1] and stop.end > o.window[0] for o in outcomes)
+    ]
