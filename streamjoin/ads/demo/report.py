@@ -3,7 +3,7 @@
 The task chart shows which worker ran which task, restoring and warm-up
 stretches, and where a task stopped (processed nothing for more than
 :data:`~streamjoin.faust.join.pace.STOP_SECONDS`); the page's table
-"Rebalances: kept tasks ran through" gives, per rebalance, how long the tasks
+"Rebalances: kept and moved tasks" gives, per rebalance, how long the tasks
 that kept their worker stopped and how long the moved ones went unprocessed
 and how long tasks stopped away from any rebalance
 (:func:`~streamjoin.ads.demo.stops.rebalance_outcomes`).
@@ -262,10 +262,10 @@ def _rebalance_row(outcome: RebalanceOutcome) -> str:
 
 
 def _rebalance_table(outcomes: Sequence[RebalanceOutcome], away: Sequence[Interval]) -> str:
-    """The section "Rebalances: kept tasks ran through" (HTML); *away*: the
+    """The section "Rebalances: kept and moved tasks" (HTML); *away*: the
     stops outside every rebalance, to compare with."""
     head = (
-        "<h2>Rebalances: kept tasks ran through</h2>\n<p>Each rebalance (rounds in which "
+        "<h2>Rebalances: kept and moved tasks</h2>\n<p>Each rebalance (rounds in which "
         "the group generation rose or a task had a new owner): the tasks that kept their "
         "worker and the longest one of them stopped (processed nothing for more than "
         f"{STOP_SECONDS:g} s) from {AROUND:g} s before it began to {AROUND:g} s after it "

@@ -182,7 +182,7 @@ def test_the_report_lists_each_rebalance_and_the_stops_away_from_them(tmp_path: 
         wall_start=WALL,
     )
     text = page.read_text()
-    assert "<h2>Rebalances: kept tasks ran through</h2>" in text
+    assert "<h2>Rebalances: kept and moved tasks</h2>" in text
     row = (
         "<tr><td>10.0&ndash;12.0 s</td><td>2&ndash;3</td><td>w3 started</td><td>2</td>"
         "<td>task 2 on w2: 0.80 s at 10.1 s</td><td>1 w1&rarr;w3: 1.30 s</td>"
