@@ -182,6 +182,20 @@ class PacedAds:
                 f"{len(letters)} valid records dead-lettered, e.g. {list(letters.values())[:2]}"
             ) from None
 
+    def check_every_click(self, *, timeout: float, at_least: int) -> None:
+        """Once the generator ended: every decided click got exactly one distinct
+        outcome, the reference's, within *timeout* s; no valid record was
+        dead-lettered; more than *at_least* clicks were decided."""
+        from test_join_workers import _check_against_reference
+
+        self.wait_generator(timeout=180)
+        reference, malformed = self.reference()
+        outcomes = self.wait_for_outcomes(reference, timeout=timeout)
+        _check_against_reference(outcomes, reference)
+        valid_dead_lettered = self.dead_letter_sources() - malformed
+        assert valid_dead_lettered == set(), f"{len(valid_dead_lettered)} valid records"
+        assert len(reference) > at_least
+
     def dead_letters(self) -> dict[tuple[str, int, int], str]:
         """``(topic, partition, offset)`` of every dead-lettered record -> its reason."""
         topic = self.prefix + "ads-dead-letters"
