@@ -525,10 +525,14 @@ def test_a_task_that_stays_on_its_worker_across_a_rebalance_is_not_reopened(
 
     page = _joins_page(ports["w1"])
     assert page is not None
-    last = re.search(rebalanced, first.wait_for_log(rebalanced, timeout=1)[-1])
-    assert last is not None
-    kept, closed = json.loads(last.group(1)), json.loads(last.group(2))
-    assert sorted(kept + closed) == list(range(PARTITIONS)), last.group(0)
+    lines = first.wait_for_log(rebalanced, timeout=1)
+    found = [re.search(rebalanced, line) for line in lines]
+    seen = [(json.loads(m.group(1)), json.loads(m.group(2))) for m in found if m is not None]
+    # the rebalance w2's join started found every task open on w1: kept or closed
+    # (a cooperative group hands w2 its share in a follow-up, which keeps the rest)
+    assert any(sorted(k + c) == list(range(PARTITIONS)) for k, c in seen), lines
+    kept = seen[-1][0]
+    closed = sorted({p for _, c in seen for p in c})
     assert {int(p) for p in page["billing"]["tasks"]} <= set(kept), page["billing"]["tasks"]
     w1 = page["billing"]["stats"]
     # opened once each at the start, never again: the kept ones went on
