@@ -379,7 +379,10 @@ async def test_a_member_that_lost_its_membership_gives_everything_up(group: Grou
             and not first.cooperation.lost
         ),
     )
-    assert first.owned() | second.owned() == set(range(PARTITIONS))
+    await group.until(
+        "every partition owned again",
+        lambda: first.owned() | second.owned() == set(range(PARTITIONS)),
+    )
     await group.stop_producing()
     await group.until("every record consumed", group.drained)
 
