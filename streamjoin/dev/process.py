@@ -147,10 +147,34 @@ class WorkerProcess:
             try:
                 process.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
+                if sig != signal.SIGKILL:
+                    self._report_hang(sig, timeout)
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGKILL)
                 process.wait(timeout=timeout)
         return process.returncode
+
+    def _report_hang(self, sig: int, timeout: float) -> None:
+        """The worker ignored *sig* for *timeout* s: have it dump its stacks
+        (SIGUSR1: threads and asyncio tasks; SIGQUIT: threads, even with the
+        loop blocked) and print the end of its log to stderr, where a failing
+        test shows it."""
+        process = self.process
+        if process is None:
+            return
+        for dump in (signal.SIGUSR1, signal.SIGQUIT):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, dump)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=3.0)
+        tail = self.log_text().splitlines()[-400:]
+        print(
+            f"--- {self.log_path.name} (pid {process.pid}) still running {timeout:.0f}s after "
+            f"signal {sig}; the end of its log:",
+            *tail,
+            sep="\n",
+            file=sys.stderr,
+        )
 
     def freeze(self) -> None:
         """SIGSTOP the worker's process group: a frozen machine, a long GC pause.

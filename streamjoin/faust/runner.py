@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import faulthandler
+import signal
 from typing import TYPE_CHECKING, Any
 
 import faust
@@ -23,8 +25,15 @@ def run_app(
     debug: bool,
     blocking_timeout: float | None,
 ) -> int:
-    """Run *app* in a faust ``Worker`` until it stops; return the exit status."""
+    """Run *app* in a faust ``Worker`` until it stops; return the exit status.
+
+    ``kill -QUIT`` writes every thread's stack to stderr and the worker runs
+    on (even when its event loop is blocked); ``kill -USR1`` (mode's) also
+    lists the asyncio tasks, if the loop still turns.
+    """
     from faust.worker import Worker
+
+    faulthandler.register(signal.SIGQUIT, all_threads=True, chain=False)
 
     # Any: Worker options of several types
     kwargs: dict[str, Any] = {"loglevel": loglevel, "logfile": logfile, "debug": debug}

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -121,7 +124,6 @@ def _listening(port: int) -> set[str]:
 
 @pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads Linux's /proc/net/tcp")
 def test_web_server_binds_loopback_unless_told_otherwise(workers: Any) -> None:
-    import time
     import urllib.request
 
     default_port, all_port = free_port(), free_port()
@@ -141,3 +143,20 @@ def test_web_server_binds_loopback_unless_told_otherwise(workers: Any) -> None:
     url = f"http://127.0.0.1:{default_port}/streamjoin/assignment/"
     with urllib.request.urlopen(url, timeout=10) as response:
         assert response.status == 200
+
+
+def test_sigquit_dumps_every_thread_and_the_worker_runs_on(workers: Any) -> None:
+    """``kill -QUIT`` is how an operator (and a test that had to kill a hung
+    worker) sees where a worker is stuck: every thread's stack in its log,
+    the worker still running and still stoppable."""
+    worker = workers.spawn("a")
+    worker.wait_for_log(r"Worker\]: Ready", timeout=90)
+    pid = worker.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGQUIT)
+    worker.wait_for_log(r"^Thread 0x|^Current thread 0x", timeout=20)
+    text = worker.log_text()
+    assert 'File "' in text and "in run_app" in text, text[-2000:]
+    time.sleep(1.0)
+    assert worker.running()
+    assert worker.stop(timeout=60) == 0
