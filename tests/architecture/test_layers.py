@@ -190,6 +190,8 @@ SEAM = {
     "_waiting_for_ack": "consumer.py",
     "_topic_name_index": "consumer.py",
     "_fetch_max_wait_ms": "consumer.py",
+    "_pending_tasks": "consumer.py",
+    "_streamjoin_mended_close": "consumer.py",
     # aiokafka group coordinator (and streamjoin's mark on it)
     "_coordinator": "session.py",
     "_send_req": "session.py",

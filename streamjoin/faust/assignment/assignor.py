@@ -36,6 +36,8 @@ from yarl import URL
 from streamjoin.faust.assignment.hooks import observed_assignment
 from streamjoin.faust.assignment.leader import lead
 from streamjoin.faust.assignment.member_file import MemberFile
+from streamjoin.faust.kafka.consumer import mend_fetcher_close
+from streamjoin.faust.kafka.session import app_aiokafka_consumer
 from streamjoin.membership.settings import MemberSettings
 from streamjoin.membership.userdata import (
     AssignmentInfo,
@@ -108,11 +110,14 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
 
         Called on the consumer's thread just before it sends JoinGroup: the
         worker's session lease starts following the coordinator's answers here
-        (see :mod:`streamjoin.faust.restore.ownership`).
+        (see :mod:`streamjoin.faust.restore.ownership`), and the consumer's
+        fetcher is mended to close cleanly
+        (:func:`~streamjoin.faust.kafka.consumer.mend_fetcher_close`).
         """
         ownership = getattr(self.app.tables, "ownership", None)
         if ownership is not None:
             ownership.install()
+        mend_fetcher_close(app_aiokafka_consumer(self.app))
         member = self._load_member()
         info = MemberInfo(
             id=member["id"],

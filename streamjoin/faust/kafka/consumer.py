@@ -17,7 +17,9 @@ Private attributes it depends on (faust-streaming 0.15.3, aiokafka 0.14.0):
   ``_waiting_for_ack`` and the module lock ``faust.transport.consumer.ack_lock``
   (what ``Consumer.ack`` updates per record);
 * faust ``TopicConductor._topic_name_index`` (topic -> the channels reading it);
-* aiokafka ``AIOKafkaConsumer._fetcher`` and its ``Fetcher._fetch_max_wait_ms``;
+* aiokafka ``AIOKafkaConsumer._fetcher`` and its ``Fetcher._fetch_max_wait_ms``
+  and ``Fetcher._pending_tasks`` (the fetch requests in flight; the fetcher
+  whose ``close`` was mended is marked ``_streamjoin_mended_close``);
 * faust ``App._fetcher`` (the service that runs the consumer's fetches;
   started again once tables are restored, as faust's recovery does).
 
@@ -29,12 +31,15 @@ rebalance that gives up or adds only some partitions
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Collection, Mapping, MutableMapping, MutableSet, Sequence
 from typing import TYPE_CHECKING, cast
 
 from streamjoin.faust.kafka.session import aiokafka_consumer
 
 if TYPE_CHECKING:
+    from aiokafka import AIOKafkaConsumer
     from aiokafka.consumer.fetcher import Fetcher
     from faust.app.base import App
     from faust.transport.consumer import Consumer
@@ -46,6 +51,7 @@ __all__ = [
     "buffered_partitions",
     "committed_offset",
     "forget_offsets",
+    "mend_fetcher_close",
     "note_committed",
     "read_offsets",
     "readers",
@@ -53,6 +59,8 @@ __all__ = [
     "start_fetcher",
 ]
 
+
+logger = logging.getLogger(__name__)
 
 # faust declares the private attributes read here on its classes (transport
 # ``Consumer``, ``App``), not on the abstract types (``ConsumerT``, ``AppT``) the
@@ -109,6 +117,43 @@ def shorten_fetch_wait(consumer: ConsumerT, wait_ms: int) -> bool:
     if fetcher is None or not isinstance(current, int) or current <= wait_ms:
         return False
     fetcher._fetch_max_wait_ms = wait_ms  # read when the next fetch request is built
+    return True
+
+
+def mend_fetcher_close(aio: AIOKafkaConsumer | None) -> bool:
+    """Make the aiokafka fetcher's ``close()`` finish when a fetch was in its
+    retry back-off; returns whether it was changed now (once per fetcher).
+
+    aiokafka 0.14's ``Fetcher.close`` cancels each fetch request still in
+    flight and awaits it. A request whose connection had just failed sleeps
+    out ``retry_backoff_ms`` outside its cancellation handler, so it ends
+    cancelled and the ``CancelledError`` escapes ``close()``: the consumer
+    never closes its client, and faust's consumer thread dies without telling
+    the event loop, which waits for it until the worker is killed (seen when
+    a worker was stopped while the broker closed its fetch connection). Here
+    such a ``CancelledError`` ends the close instead, unless the closing task
+    itself was cancelled.
+    """
+    fetcher = getattr(aio, "_fetcher", None)
+    if fetcher is None or getattr(fetcher, "_streamjoin_mended_close", False):
+        return False
+    close = fetcher.close
+
+    async def close_mended() -> None:
+        try:
+            await close()
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise
+            rest = [task for task in fetcher._pending_tasks if not task.done()]
+            for task in rest:
+                task.cancel()
+            await asyncio.gather(*rest, return_exceptions=True)
+            logger.info("consumer closed; a fetch cut short in its retry back-off was dropped")
+
+    fetcher.close = close_mended
+    fetcher._streamjoin_mended_close = True
     return True
 
 

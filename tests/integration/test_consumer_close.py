@@ -1,0 +1,86 @@
+"""A consumer stopped while a fetch waits out its retry back-off closes.
+
+aiokafka 0.14's ``Fetcher.close`` lets the ``CancelledError`` of such a fetch
+escape ``AIOKafkaConsumer.stop()``; in a worker that killed faust's consumer
+thread and left the worker hanging after SIGTERM until it was SIGKILLed (CI,
+twice). :func:`~streamjoin.faust.kafka.consumer.mend_fetcher_close` is what a
+worker installs; the first test pins the upstream fault it works around (when
+it fails, aiokafka fixed it and the mend can go)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from kafka_util import create_topic, run
+
+from streamjoin.dev.faults import BrokerBehindProxy
+from streamjoin.faust.kafka.consumer import mend_fetcher_close
+
+pytestmark = [pytest.mark.broker]
+
+TOPIC = "consumer-close"
+#: long enough that the cut fetch is still in its back-off when the consumer stops
+BACKOFF_MS = 5_000
+
+
+@pytest.fixture(scope="module")
+def behind() -> Iterator[BrokerBehindProxy]:
+    with BrokerBehindProxy() as broker:
+        run(create_topic(broker.bootstrap, TOPIC, 1))
+        yield broker
+        assert broker.proxy is not None
+        broker.proxy.heal()
+
+
+async def _stop_during_backoff(behind: BrokerBehindProxy, *, mend: bool) -> str:
+    """Fetch, cut the fetch's connection, stop the consumer during the back-off:
+    ``"closed"`` or ``"CancelledError"`` (what ``stop()`` ended with)."""
+    assert behind.proxy is not None
+    producer = AIOKafkaProducer(bootstrap_servers=behind.bootstrap)
+    await producer.start()
+    try:
+        await producer.send_and_wait(TOPIC, b"x", partition=0)
+    finally:
+        await producer.stop()
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=behind.bootstrap,
+        enable_auto_commit=False,
+        retry_backoff_ms=BACKOFF_MS,
+        fetch_max_wait_ms=2_000,  # the next fetch waits on the broker: in flight at the cut
+    )
+    await consumer.start()
+    try:
+        if mend:
+            assert mend_fetcher_close(consumer)
+            assert not mend_fetcher_close(consumer)  # once per fetcher
+        tp = TopicPartition(TOPIC, 0)
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        assert await consumer.getmany(timeout_ms=5_000)  # the record: fetching runs
+        await asyncio.sleep(0.3)  # the next fetch waits on the broker
+        assert await asyncio.to_thread(behind.proxy.cut) >= 1
+        await asyncio.sleep(0.5)  # it failed and sleeps out its back-off
+    finally:
+        try:
+            await asyncio.wait_for(asyncio.shield(consumer.stop()), timeout=BACKOFF_MS / 1000 / 2)
+        except asyncio.CancelledError:
+            await consumer._client.close()  # what stop() did not get to
+            return "CancelledError"
+    return "closed"
+
+
+def test_aiokafka_stop_lets_the_cancelled_fetch_escape(behind: BrokerBehindProxy) -> None:
+    assert run(_stop_during_backoff(behind, mend=False)) == "CancelledError"
+
+
+def test_a_mended_fetcher_closes_with_a_fetch_in_its_back_off(
+    behind: BrokerBehindProxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="streamjoin.faust.kafka.consumer"):
+        assert run(_stop_during_backoff(behind, mend=True)) == "closed"
+    # the fault did happen, and was handled
+    assert "a fetch cut short in its retry back-off was dropped" in caplog.text
