@@ -141,29 +141,36 @@ async def make_durable(
     offset_key: bytes,
     db_for: Callable[[int], Rdict],
     ack: Callable[[str, int, int, int], None],
-    still_owner: Callable[[], bool],
+    owned: Callable[[list[JoinTask], bool], list[JoinTask]],
     crash: Callable[[str], None],
 ) -> bool:
-    """Steps 1 to 4 of *batch*, in order; ``False`` when it was abandoned.
+    """Steps 1 to 4 of *batch*, in order; ``False`` when no task of it got through.
 
-    *still_owner* is asked before steps 1, 2 and 3: once it says no, nothing
-    more of the batch is sent, written or acked. *crash* is told each point a
-    test may crash the worker at (:mod:`~streamjoin.faust.join.fault_points`).
+    ``owned(tasks, whole)`` is asked before steps 1, 2 and 3 which of *tasks*
+    may go on; nothing more is sent, written or acked for the others. Before
+    step 1 it is asked with *whole* true: the outputs belong to the batch, not
+    to a task, so the batch goes on with all its tasks or with none. From step
+    2 on each task's steps are its own (its changelog partition, its RocksDB
+    database, its input offsets): the tasks still owned complete the batch
+    as if it had been theirs alone. *crash* is told each point a test may
+    crash the worker at (:mod:`~streamjoin.faust.join.fault_points`).
     """
-    if not still_owner():
-        return False
     touched = batch.touched
+    if len(owned(touched, True)) < len(touched):
+        return False
     last = await send_outputs_and_content(
         sender, batch.outputs, changelog_topic, touched, lambda: crash("outputs-sent")
     )
     crash("outputs-acked")
-    if not still_owner():
+    touched = owned(touched, False)
+    if not touched:
         return False
     last = await send_positions(
         sender, changelog_topic, touched, last, lambda: crash("positions-sent")
     )
     crash("positions-acked")
-    if not still_owner():
+    touched = owned(touched, False)
+    if not touched:
         return False
     commit_and_ack(touched, offset_key, last, db_for, ack, lambda: crash("rocksdb-written"))
     crash("acked")

@@ -138,40 +138,47 @@ class TaskSet:
             )
         return False
 
-    def still_owner(self, epoch: int, touched: list[JoinTask]) -> bool:
-        """May the batch begun in *epoch* go on to its next durability step?
+    def still_owned(self, epoch: int, touched: list[JoinTask], whole: bool) -> list[JoinTask]:
+        """Which tasks of the batch begun in *epoch* may go on to its next
+        durability step?
 
-        Not once a revoke stopped waiting for it (its tasks are being handed
-        over, see :meth:`on_revoked`), the session lease ran out (the group may
-        have given them away) or a task's owner token is no longer current.
-        Then the batch is abandoned: nothing more of it is sent, written to
-        RocksDB or acked, and its tasks are dropped (they open again from
-        their restored state). What it sent already is a
-        prefix of a batch, as after a crash; what reaches the changelog after
-        another owner's fence marker is skipped by whoever restores it.
+        None once a revoke stopped waiting for the batch (its tasks are being
+        handed over, see :meth:`on_revoked`) or the session lease ran out (the
+        group may have given them away); otherwise the tasks whose owner token
+        is still current, or none of them when one is not and the batch goes
+        on only *whole* (before its outputs are sent). The tasks that may not
+        are dropped (:meth:`abandon`): nothing more of the batch is sent,
+        written to RocksDB or acked for them, and they open again from their
+        restored state. What the batch sent for them already is a prefix of a
+        batch, as after a crash; what reaches the changelog after another
+        owner's fence marker is skipped by whoever restores it.
         """
         ownership = self._ownership()
         if ownership is None:
-            return True
+            return touched
         if self.epoch != epoch:
-            reason = "the handover of its tasks did not wait for it"
+            reason, lost = "the handover of its tasks did not wait for it", touched
         elif not ownership.may_write():
-            reason = "the group session lease ran out"
+            reason, lost = "the group session lease ran out", touched
         else:
             topic = self.config.changelog_topic
-            lost = [t.partition for t in touched if ownership.token(topic, t.partition) != t.token]
+            lost = [t for t in touched if ownership.token(topic, t.partition) != t.token]
             if not lost:
-                return True
-            reason = f"task(s) {lost} are no longer owned here"
-        self.abandon(touched, reason)
+                return touched
+            reason = f"task(s) {[t.partition for t in lost]} are no longer owned here"
+            if whole:
+                lost = touched
+        going_on = [t for t in touched if t not in lost]
+        self.abandon(lost, reason, going_on)
         if self.epoch == epoch:
             self._rejoin()  # make sure of the membership: rejoin
-        return False
+        return going_on
 
-    def abandon(self, touched: list[JoinTask], reason: str) -> None:
-        """Drop the tasks of an abandoned batch: unacked, opened again from their state."""
+    def abandon(self, dropped: list[JoinTask], reason: str, going_on: list[JoinTask]) -> None:
+        """Drop the tasks of a batch that may not go on: unacked, opened again
+        from their state (*going_on*: the batch's tasks that complete it)."""
         now = time.time()
-        for task in touched:
+        for task in dropped:
             partition = task.partition
             for tasks in (self.live, self.parked):
                 if tasks.get(partition) is task:
@@ -186,10 +193,11 @@ class TaskSet:
         self.stats.batches_abandoned += 1
         logger.warning(
             "join %s: batch abandoned before it was durable (%s): tasks %s are dropped "
-            "unacked and open again from their restored state",
+            "unacked and open again from their restored state%s",
             self.config.name,
             reason,
-            sorted(t.partition for t in touched),
+            sorted(t.partition for t in dropped),
+            f"; tasks {sorted(t.partition for t in going_on)} complete it" if going_on else "",
         )
 
     def open_ready(self) -> None:
@@ -310,7 +318,7 @@ class TaskSet:
         RocksDB written, its input acked), so that the member rejoins (and the
         tasks' next owners restore) only after every write of it is on the
         broker. A batch that is not durable within the handover bound is
-        abandoned at its next step instead (see :meth:`still_owner`).
+        abandoned at its next step instead (see :meth:`still_owned`).
         """
         if not self._handover:
             return  # a cooperative rebalance that gives none of the join's tasks up

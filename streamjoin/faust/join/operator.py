@@ -355,7 +355,7 @@ class Join:
     async def _run_batch(self) -> None:
         """Release and apply what every task can, then make it durable (see batch),
         only while this worker owns the tasks (:meth:`TaskSet.may_write`,
-        :meth:`TaskSet.still_owner`)."""
+        :meth:`TaskSet.still_owned`)."""
         tasks = self.tasks
         if not tasks.may_write():
             return
@@ -366,7 +366,8 @@ class Join:
         durable = await make_durable(
             self._sender, self.config.changelog_topic, batch,
             cast("Collection", self.table).data.offset_key, self._db,
-            self.intake.ack, lambda: tasks.still_owner(epoch, batch.touched), self._faults.reached,
+            self.intake.ack, lambda touched, whole: tasks.still_owned(epoch, touched, whole),
+            self._faults.reached,
         )  # fmt: skip
         if durable:
             self.stats.batches += 1
