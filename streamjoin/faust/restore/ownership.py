@@ -104,6 +104,11 @@ class TaskOwnership:
                 len(self.book.pending),
             )
 
+    def taken_over(self) -> set[TP]:
+        """Fenced changelog partitions this worker takes over in this generation
+        (their marker still to be written): restored again even when kept."""
+        return set(self.book.pending)
+
     def token(self, topic: str, partition: int) -> bytes | None:
         """The token this worker writes ``topic[partition]`` with (``None``: not its own)."""
         from faust.types import TP

@@ -277,7 +277,7 @@ class Restorer(Service):
         join's whose batch was abandoned (``Join.restore_again``), and a fenced one
         taken over anew (the lease ran out; it opens once restored and marked)."""
         ownership: TaskOwnership | None = getattr(self.tables, "ownership", None)
-        again: set[TP] = set() if ownership is None else set(ownership.book.pending)
+        again: set[TP] = set() if ownership is None else ownership.taken_over()
         for join in (getattr(self.app, "joins", None) or {}).values():
             again |= {TP(topic, partition) for topic, partition in join.restore_again()}
         return again
