@@ -92,7 +92,7 @@ def _received(config: JoinConfig, partition: int) -> list[Chunk]:
 class _Run:
     """Two tasks of one join, owned by a real ownership book, and one batch of both."""
 
-    def __init__(self, tmp_path: Path, prefix: str) -> None:
+    def __init__(self, tmp_path: Path, prefix: str, session_timeout: float = 6.0) -> None:
         self.config = _config(prefix)
         app = streamjoin.App(f"{prefix}-app", broker="kafka://127.0.0.1:1")
         self.ownership = TaskOwnership(app, app.tables)
@@ -111,7 +111,7 @@ class _Run:
             self.config, POLICY, JoinStats(), asyncio.Lock(),
             open_db=self.dbs.__getitem__, offset_key=lambda: OFFSET_KEY,
             ownership=lambda: self.ownership, restored_at=None,
-            session_timeout=lambda: 6.0, rejoin=self._rejoin,
+            session_timeout=lambda: session_timeout, rejoin=self._rejoin,
         )  # fmt: skip
         router = RecordRouter(
             "billing", POLICY, JoinStats(), dict(self.config.outputs), self.config.dead_letters
@@ -136,6 +136,21 @@ class _Run:
         """A cooperative rebalance: the next generation keeps task 0 only."""
         self._generation += 1
         self.ownership.book.begin(self._generation, self.tps[:1], 0)
+
+    def revoke_without_waiting(self, partitions: set[int] | None) -> None:
+        """A revoke of *partitions* (``None``: eager, every one) that stops
+        waiting for the batch in flight (it holds the lock) after its bound."""
+
+        async def go() -> None:
+            tasks = self.tasks
+            await tasks.lock.acquire()
+            try:
+                tasks.on_revoke(partitions)
+                await tasks.on_revoked()
+            finally:
+                tasks.lock.release()
+
+        run(go())
 
     def make_durable(self, bootstrap: str, crash: Callable[[str], None]) -> bool:
         async def go() -> bool:
@@ -211,3 +226,25 @@ def test_a_task_lost_before_the_outputs_drops_the_whole_batch(
     assert batch.changelog(broker.bootstrap) == {0: [], 1: []}
     assert batch.acked == [] and batch.tasks.live == {}
     assert batch.tasks.abandoned() == {0, 1}
+
+
+@pytest.mark.parametrize("eager", [False, True], ids=["cooperative", "eager"])
+def test_a_handover_that_did_not_wait_drops_the_tasks_it_took(tmp_path: Path, eager: bool) -> None:
+    """A revoke stops waiting for a slow batch (half the session): a cooperative
+    one took only its own tasks, and the batch's kept tasks go on; an eager
+    one took every task."""
+    batch = _Run(tmp_path, "handover-mid-batch", session_timeout=0.05)
+    tasks = batch.tasks
+    epoch = tasks.epoch
+    batch.revoke_without_waiting(None if eager else {1})
+    assert tasks.epoch == epoch + 1
+    touched = list(batch.batch.touched)
+    if eager:
+        assert tasks.still_owned(epoch, touched, False) == []
+        assert tasks.abandoned() == {0, 1}
+        return
+    assert tasks.still_owned(epoch, touched, False) == touched[:1]
+    assert tasks.abandoned() == {1}
+    # before the outputs are sent the batch still goes on whole or not at all
+    assert tasks.still_owned(epoch, touched[:1], True) == touched[:1]
+    assert tasks.still_owned(epoch, touched, True) == []

@@ -113,6 +113,9 @@ class TaskSet:
         #: whether the revoke under way hands tasks over (the batch in flight
         #: must be durable before the member rejoins)
         self._handover = False
+        #: epoch -> the partitions handed over without waiting when it began
+        #: (``None``: every partition, an eager rebalance)
+        self._handed_over: dict[int, frozenset[int] | None] = {}
 
     def waiting(self) -> int:
         """Records received and not yet in a batch, over every live task."""
@@ -142,11 +145,12 @@ class TaskSet:
         """Which tasks of the batch begun in *epoch* may go on to its next
         durability step?
 
-        None once a revoke stopped waiting for the batch (its tasks are being
-        handed over, see :meth:`on_revoked`) or the session lease ran out (the
-        group may have given them away); otherwise the tasks whose owner token
-        is still current, or none of them when one is not and the batch goes
-        on only *whole* (before its outputs are sent). The tasks that may not
+        None once the session lease ran out (the group may have given them
+        away) or an eager revoke stopped waiting for the batch (its tasks are
+        being handed over, see :meth:`on_revoked`); otherwise the tasks whose
+        owner token is still current and that no cooperative revoke handed
+        over without waiting, or none of them when one is not and the batch
+        goes on only *whole* (before its outputs are sent). The tasks that may not
         are dropped (:meth:`abandon`): nothing more of the batch is sent,
         written to RocksDB or acked for them, and they open again from their
         restored state. What the batch sent for them already is a prefix of a
@@ -156,13 +160,20 @@ class TaskSet:
         ownership = self._ownership()
         if ownership is None:
             return touched
-        if self.epoch != epoch:
-            reason, lost = "the handover of its tasks did not wait for it", touched
-        elif not ownership.may_write():
+        handed = [self._handed_over.get(e) for e in range(epoch + 1, self.epoch + 1)]
+        if not ownership.may_write():
             reason, lost = "the group session lease ran out", touched
+        elif None in handed:
+            reason, lost = "the handover of its tasks did not wait for it", touched
         else:
+            # a cooperative handover that did not wait took only its own tasks
+            gone = {p for partitions in handed if partitions is not None for p in partitions}
             topic = self.config.changelog_topic
-            lost = [t for t in touched if ownership.token(topic, t.partition) != t.token]
+            lost = [
+                t
+                for t in touched
+                if t.partition in gone or ownership.token(topic, t.partition) != t.token
+            ]
             if not lost:
                 return touched
             reason = f"task(s) {[t.partition for t in lost]} are no longer owned here"
@@ -317,8 +328,9 @@ class TaskSet:
         Waits until the batch being made durable is (its records acknowledged,
         RocksDB written, its input acked), so that the member rejoins (and the
         tasks' next owners restore) only after every write of it is on the
-        broker. A batch that is not durable within the handover bound is
-        abandoned at its next step instead (see :meth:`still_owned`).
+        broker. A batch that is not durable within the handover bound drops
+        the tasks handed over at its next step (every task, in an eager
+        rebalance), see :meth:`still_owned`.
         """
         if not self._handover:
             return  # a cooperative rebalance that gives none of the join's tasks up
@@ -327,9 +339,10 @@ class TaskSet:
             await asyncio.wait_for(self.lock.acquire(), bound)
         except TimeoutError:
             self.epoch += 1
+            self._handed_over[self.epoch] = None if self.revoking else frozenset(self._given_up)
             logger.warning(
-                "join %s: the batch in flight is not durable after %.1f s; it is "
-                "abandoned, the partitions are handed over without it",
+                "join %s: the batch in flight is not durable after %.1f s; the "
+                "partitions are handed over without it (it drops their tasks)",
                 self.config.name,
                 bound,
             )
