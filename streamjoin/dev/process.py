@@ -155,19 +155,17 @@ class WorkerProcess:
         return process.returncode
 
     def _report_hang(self, sig: int, timeout: float) -> None:
-        """The worker ignored *sig* for *timeout* s: have it dump its stacks
-        (SIGUSR1: threads and asyncio tasks; SIGQUIT: threads, even with the
-        loop blocked) and print the end of its log to stderr, where a failing
-        test shows it."""
+        """The worker ignored *sig* for *timeout* s: have it dump its threads'
+        stacks and its event loops' tasks (SIGQUIT, see ``streamjoin._stacks``)
+        and print the end of its log to stderr, where a failing test shows it."""
         process = self.process
         if process is None:
             return
-        for dump in (signal.SIGUSR1, signal.SIGQUIT):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, dump)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(timeout=3.0)
-        tail = self.log_text().splitlines()[-400:]
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGQUIT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=3.0)
+        tail = self.log_text().splitlines()[-600:]
         print(
             f"--- {self.log_path.name} (pid {process.pid}) still running {timeout:.0f}s after "
             f"signal {sig}; the end of its log:",

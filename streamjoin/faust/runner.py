@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import faulthandler
-import signal
 from typing import TYPE_CHECKING, Any
 
 import faust
+
+from streamjoin._stacks import install_stack_dump
 
 if TYPE_CHECKING:
     from faust.types import AppT
@@ -27,13 +27,14 @@ def run_app(
 ) -> int:
     """Run *app* in a faust ``Worker`` until it stops; return the exit status.
 
-    ``kill -QUIT`` writes every thread's stack to stderr and the worker runs
-    on (even when its event loop is blocked); ``kill -USR1`` (mode's) also
-    lists the asyncio tasks, if the loop still turns.
+    ``kill -QUIT`` writes every thread's stack and every event loop's tasks
+    (the consumer thread's too) to stderr, and the worker runs on
+    (:mod:`streamjoin._stacks`); ``kill -USR1`` (mode's) lists the main
+    loop's tasks, if it still turns.
     """
     from faust.worker import Worker
 
-    faulthandler.register(signal.SIGQUIT, all_threads=True, chain=False)
+    install_stack_dump()
 
     # Any: Worker options of several types
     kwargs: dict[str, Any] = {"loglevel": loglevel, "logfile": logfile, "debug": debug}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -157,6 +158,13 @@ def test_sigquit_dumps_every_thread_and_the_worker_runs_on(workers: Any) -> None
     worker.wait_for_log(r"^Thread 0x|^Current thread 0x", timeout=20)
     text = worker.log_text()
     assert 'File "' in text and "in run_app" in text, text[-2000:]
+    # then the tasks of every event loop: the main one and the consumer thread's
+    worker.wait_for_log(r"--- asyncio tasks of \d+ open event loop", timeout=20)
+    text = worker.log_text()
+    loops = re.findall(r"loop 0x[0-9a-f]+ \(running: True\): (\d+) task", text)
+    assert len(loops) >= 2 and all(int(n) > 0 for n in loops), loops
+    # each task's whole await chain: the consumer thread's fetcher waits in aiokafka
+    assert "_fetch_requests_routine" in text, text[-3000:]
     time.sleep(1.0)
     assert worker.running()
     assert worker.stop(timeout=60) == 0
