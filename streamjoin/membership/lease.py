@@ -26,9 +26,13 @@ longer than the margin (the embedded broker holds every one for half the
 session) would stop writing in every rebalance although nothing can
 expire it. Once the coordinator answered that the member is unknown or its
 generation is not current, the lease is lost until the next renewal of a new
-membership (:meth:`SessionLease.lose`); :attr:`SessionLease.losses` counts
-those, so a caller can tell whether its tasks may have had another owner
-since it last looked.
+membership (:meth:`SessionLease.lose`); a JoinGroup or SyncGroup sent after
+the lease had run out and answered without error counts as a loss too (the
+member may have been expired and taken back meanwhile,
+:meth:`SessionLease.rejoined`); a heartbeat answered without error says the
+member stayed in its generation and only renews. :attr:`SessionLease.losses`
+counts the losses, so a caller can tell whether its tasks may have had
+another owner since it last looked.
 
 Written by the consumer's thread, read by the event loop's: every field is
 replaced in one assignment.
@@ -71,6 +75,19 @@ class SessionLease:
             return False
         self.renew(sent_at)
         return True
+
+    def rejoined(self, sent_at: float) -> None:
+        """A JoinGroup or SyncGroup sent at *sent_at* was answered without error.
+
+        Sent after the lease had run out, it may have made the member a member
+        anew: the coordinator may have expired it meanwhile and given its tasks
+        to others (Kafka answers such a member "unknown", the embedded broker
+        was seen to take it back under its old id, its tasks already another
+        member's). That counts as a loss; then the answer renews the lease.
+        """
+        if self.renewed_at is not None and not self.valid(sent_at):
+            self.losses += 1
+        self.renew(sent_at)
 
     def lose(self) -> None:
         """The coordinator answered that this member or its generation is gone."""

@@ -26,8 +26,10 @@ with the send time of every JoinGroup, SyncGroup and Heartbeat the
 coordinator answered without error (a heartbeat answered "rebalance in
 progress" renews too: the coordinator keeps the member for the rebalance),
 and loses it when an answer says the member is unknown or its generation is
-not current; a JoinGroup or SyncGroup sent under a valid lease renews it
-when sent (see :mod:`streamjoin.membership.lease`).
+not current, or when a JoinGroup or SyncGroup sent after the lease ran out
+is answered (the member may have been expired and taken back); a JoinGroup
+or SyncGroup sent under a valid lease renews it when sent (see
+:mod:`streamjoin.membership.lease`).
 """
 
 from __future__ import annotations
@@ -127,7 +129,9 @@ def install_lease(aio: AIOKafkaConsumer, lease: SessionLease) -> bool:
         response = await original(request)
         if name.startswith(_RENEWING):
             code = getattr(response, "error_code", None)
-            if code in _RENEWED:
+            if code in _RENEWED and name.startswith(_HELD):
+                lease.rejoined(sent)  # after a lapse: a loss, then renewed
+            elif code in _RENEWED:
                 lease.renew(sent)
             elif code in _GONE:
                 lease.lose()

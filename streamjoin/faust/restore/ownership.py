@@ -72,8 +72,11 @@ class TaskOwnership:
             )
 
     def may_write(self) -> bool:
-        """Is the lease valid now (the group cannot have given the tasks away)?"""
-        return self.lease.valid(time.monotonic())
+        """Is the lease valid now (the group cannot have given the tasks away),
+        and has a rebalance begun since the lease was last lost (the tokens
+        say which tasks are still this worker's)?"""
+        lease = self.lease
+        return lease.valid(time.monotonic()) and lease.losses == self.book.losses
 
     # -- tokens --------------------------------------------------------------------------
 
