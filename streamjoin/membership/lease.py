@@ -76,7 +76,7 @@ class SessionLease:
         self.renew(sent_at)
         return True
 
-    def rejoined(self, sent_at: float) -> None:
+    def rejoined(self, sent_at: float) -> bool:
         """A JoinGroup or SyncGroup sent at *sent_at* was answered without error.
 
         Sent after the lease had run out, it may have made the member a member
@@ -84,10 +84,13 @@ class SessionLease:
         to others (Kafka answers such a member "unknown", the embedded broker
         was seen to take it back under its old id, its tasks already another
         member's). That counts as a loss; then the answer renews the lease.
+        Returns whether it was a loss.
         """
-        if self.renewed_at is not None and not self.valid(sent_at):
+        lost = self.renewed_at is not None and not self.valid(sent_at)
+        if lost:
             self.losses += 1
         self.renew(sent_at)
+        return lost
 
     def lose(self) -> None:
         """The coordinator answered that this member or its generation is gone."""

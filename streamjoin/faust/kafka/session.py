@@ -130,7 +130,12 @@ def install_lease(aio: AIOKafkaConsumer, lease: SessionLease) -> bool:
         if name.startswith(_RENEWING):
             code = getattr(response, "error_code", None)
             if code in _RENEWED and name.startswith(_HELD):
-                lease.rejoined(sent)  # after a lapse: a loss, then renewed
+                if lease.rejoined(sent):  # after a lapse: a loss, then renewed
+                    logger.warning(
+                        "group session: %s answered after the session lease ran out; "
+                        "this worker takes every task it owns over anew at this rebalance",
+                        name,
+                    )
             elif code in _RENEWED:
                 lease.renew(sent)
             elif code in _GONE:

@@ -63,16 +63,16 @@ def test_a_join_or_sync_answered_after_the_lease_ran_out_counts_as_a_loss() -> N
     lease.renew(10.0)
     # sent while valid (renewed on send), answered: a plain renewal
     assert lease.renew_on_send(12.0)
-    lease.rejoined(12.0)
+    assert not lease.rejoined(12.0)
     assert lease.losses == 0 and lease.expires_at() == 16.0
     # frozen until 20.0, then a JoinGroup: it renews nothing when sent ...
     assert not lease.renew_on_send(20.0)
-    lease.rejoined(20.0)  # ... and its answer is a loss, then a new lease
+    assert lease.rejoined(20.0)  # ... and its answer is a loss, then a new lease
     assert lease.losses == 1 and lease.valid(23.9)
     # a heartbeat answered after a lapse says the member stayed: no loss
     lease.renew(30.0)
     assert lease.losses == 1 and lease.valid(33.0)
     # the first JoinGroup of a member that never had a lease is no loss
     first = SessionLease(6.0)
-    first.rejoined(1.0)
+    assert not first.rejoined(1.0)
     assert first.losses == 0 and first.valid(2.0)
