@@ -18,6 +18,7 @@ LAYERS = {
     "_gc": 0,
     "_supervise": 0,
     "_progress": 0,
+    "_stacks": 0,
     "assignment": 1,
     "join": 1,
     "restore": 1,
@@ -191,6 +192,7 @@ SEAM = {
     "_topic_name_index": "consumer.py",
     "_fetch_max_wait_ms": "consumer.py",
     "_pending_tasks": "consumer.py",
+    "_fetch_task": "consumer.py",
     "_streamjoin_mended_close": "consumer.py",
     # aiokafka group coordinator (and streamjoin's mark on it)
     "_coordinator": "session.py",

@@ -10,7 +10,9 @@ it fails, aiokafka fixed it and the mend can go)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -30,7 +32,7 @@ BACKOFF_MS = 5_000
 @pytest.fixture(scope="module")
 def behind() -> Iterator[BrokerBehindProxy]:
     with BrokerBehindProxy() as broker:
-        run(create_topic(broker.bootstrap, TOPIC, 1))
+        run(create_topic(broker.bootstrap, TOPIC, 2))
         yield broker
         assert broker.proxy is not None
         broker.proxy.heal()
@@ -84,3 +86,67 @@ def test_a_mended_fetcher_closes_with_a_fetch_in_its_back_off(
         assert run(_stop_during_backoff(behind, mend=True)) == "closed"
     # the fault did happen, and was handled
     assert "a fetch cut short in its retry back-off was dropped" in caplog.text
+
+
+async def _stop_while_the_fetch_loop_cancels_its_fetches(
+    behind: BrokerBehindProxy, *, mend: bool
+) -> str:
+    """The consumer's assignment changes while a fetch sleeps out its back-off;
+    the fetch loop cancels that fetch and waits for it, and the consumer is
+    stopped right then: ``"closed"`` or ``"hung"``.
+
+    aiokafka's fetch loop suppresses the ``CancelledError`` of that wait, its
+    own cancellation included: ``Fetcher.close`` then waits for a loop that
+    runs on (seen in a worker stopped while a rebalance completed, as the
+    suspected cause of a stop that hung)."""
+    assert behind.proxy is not None
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=behind.bootstrap,
+        enable_auto_commit=False,
+        retry_backoff_ms=BACKOFF_MS,
+        fetch_max_wait_ms=2_000,
+    )
+    await consumer.start()
+    if mend:
+        assert mend_fetcher_close(consumer)
+    fetcher = consumer._fetcher
+    tp = TopicPartition(TOPIC, 0)
+    consumer.assign([tp])
+    await consumer.seek_to_beginning(tp)
+    await consumer.getmany(timeout_ms=5_000)
+    await asyncio.sleep(0.3)
+    assert await asyncio.to_thread(behind.proxy.cut) >= 1
+    await asyncio.sleep(0.5)  # the fetch failed and sleeps out its back-off
+    sleeping = [task for task in fetcher._pending_tasks if not task.done()]
+    assert sleeping, "a fetch in its back-off"
+    consumer.assign([TopicPartition(TOPIC, 1)])  # the old assignment ends
+    routine = fetcher._fetch_task
+    for _ in range(100):  # until the fetch loop waits for the fetch it cancelled
+        if routine._fut_waiter in sleeping:
+            break
+        await asyncio.sleep(0)
+    assert routine._fut_waiter in sleeping
+    # the fetcher's close (what stop() calls once the group coordinator closed)
+    # in this very step: it cancels the loop before the loop resumes; a
+    # watchdog cancels the loop again after 3 s, so that a hung close ends
+    watchdog = asyncio.get_running_loop().call_later(3.0, routine.cancel)
+    started = time.monotonic()
+    with contextlib.suppress(asyncio.CancelledError):  # the other fault (the first tests)
+        await fetcher.close()
+    watchdog.cancel()
+    elapsed = time.monotonic() - started
+    consumer._closed = True  # the rest of stop(), by hand
+    await consumer._client.close()
+    return "closed" if elapsed < 2.5 else "hung"
+
+
+def test_aiokafka_stop_waits_for_a_fetch_loop_that_swallowed_its_cancellation(
+    behind: BrokerBehindProxy,
+) -> None:
+    assert run(_stop_while_the_fetch_loop_cancels_its_fetches(behind, mend=False)) == "hung"
+
+
+def test_a_mended_fetcher_closes_while_its_fetch_loop_cancels_its_fetches(
+    behind: BrokerBehindProxy,
+) -> None:
+    assert run(_stop_while_the_fetch_loop_cancels_its_fetches(behind, mend=True)) == "closed"

@@ -18,8 +18,9 @@ Private attributes it depends on (faust-streaming 0.15.3, aiokafka 0.14.0):
   (what ``Consumer.ack`` updates per record);
 * faust ``TopicConductor._topic_name_index`` (topic -> the channels reading it);
 * aiokafka ``AIOKafkaConsumer._fetcher`` and its ``Fetcher._fetch_max_wait_ms``
-  and ``Fetcher._pending_tasks`` (the fetch requests in flight; the fetcher
-  whose ``close`` was mended is marked ``_streamjoin_mended_close``);
+  and ``Fetcher._pending_tasks`` (the fetch requests in flight) and
+  ``Fetcher._fetch_task`` (its fetch loop); the fetcher whose ``close`` was
+  mended is marked ``_streamjoin_mended_close``;
 * faust ``App._fetcher`` (the service that runs the consumer's fetches;
   started again once tables are restored, as faust's recovery does).
 
@@ -121,18 +122,26 @@ def shorten_fetch_wait(consumer: ConsumerT, wait_ms: int) -> bool:
 
 
 def mend_fetcher_close(aio: AIOKafkaConsumer | None) -> bool:
-    """Make the aiokafka fetcher's ``close()`` finish when a fetch was in its
-    retry back-off; returns whether it was changed now (once per fetcher).
+    """Make the aiokafka fetcher's ``close()`` finish whatever its fetches do;
+    returns whether it was changed now (once per fetcher).
 
-    aiokafka 0.14's ``Fetcher.close`` cancels each fetch request still in
-    flight and awaits it. A request whose connection had just failed sleeps
-    out ``retry_backoff_ms`` outside its cancellation handler, so it ends
-    cancelled and the ``CancelledError`` escapes ``close()``: the consumer
-    never closes its client, and faust's consumer thread dies without telling
-    the event loop, which waits for it until the worker is killed (seen when
-    a worker was stopped while the broker closed its fetch connection). Here
-    such a ``CancelledError`` ends the close instead, unless the closing task
-    itself was cancelled.
+    aiokafka 0.14's ``Fetcher.close`` has two faults that left a stopped
+    worker hanging until it was killed (both seen when a worker was stopped
+    while a rebalance completed and the broker closed its fetch connection;
+    ``tests/integration/test_consumer_close.py`` shows each):
+
+    * It cancels its fetch loop and waits for it to end. When the assignment
+      has just changed, the loop is cancelling its fetches in flight and
+      waits for each, suppressing their ``CancelledError``: its own
+      cancellation, delivered there, is suppressed too, and the loop runs
+      on. Here the loop is cancelled until it has ended.
+    * It then cancels each fetch still in flight and awaits it. A fetch
+      whose connection had just failed sleeps out ``retry_backoff_ms``
+      outside its cancellation handler, so it ends cancelled and the
+      ``CancelledError`` escapes ``close()``: the consumer never closes its
+      client, and faust's consumer thread dies without telling the event
+      loop. Here such a ``CancelledError`` ends the close instead, unless
+      the closing task itself was cancelled.
     """
     fetcher = getattr(aio, "_fetcher", None)
     if fetcher is None or getattr(fetcher, "_streamjoin_mended_close", False):
@@ -140,6 +149,10 @@ def mend_fetcher_close(aio: AIOKafkaConsumer | None) -> bool:
     close = fetcher.close
 
     async def close_mended() -> None:
+        routine = fetcher._fetch_task
+        while not routine.done():  # cancelled until it ends (see above)
+            routine.cancel()
+            await asyncio.wait([routine], timeout=0.1)
         try:
             await close()
         except asyncio.CancelledError:
