@@ -156,15 +156,14 @@ def test_sigquit_dumps_every_thread_and_the_worker_runs_on(workers: Any) -> None
     assert pid is not None
     os.kill(pid, signal.SIGQUIT)
     worker.wait_for_log(r"^Thread 0x|^Current thread 0x", timeout=20)
-    text = worker.log_text()
-    assert 'File "' in text and "in run_app" in text, text[-2000:]
+    worker.wait_for_log(r'File ".*runner\.py", line \d+ in run_app', timeout=20)
     # then the tasks of every event loop: the main one and the consumer thread's
+    # (the dump is written while this reads the log: wait for each part)
     worker.wait_for_log(r"--- asyncio tasks of \d+ open event loop", timeout=20)
-    text = worker.log_text()
-    loops = re.findall(r"loop 0x[0-9a-f]+ \(running: True\): (\d+) task", text)
-    assert len(loops) >= 2 and all(int(n) > 0 for n in loops), loops
+    loops = worker.wait_for_log(r"loop 0x[0-9a-f]+ \(running: True\): \d+ task", 20, count=2)
+    assert all(int(re.findall(r"(\d+) task", line)[0]) > 0 for line in loops), loops
     # each task's whole await chain: the consumer thread's fetcher waits in aiokafka
-    assert "_fetch_requests_routine" in text, text[-3000:]
+    worker.wait_for_log(r"_fetch_requests_routine", timeout=20)
     time.sleep(1.0)
     assert worker.running()
     assert worker.stop(timeout=60) == 0
