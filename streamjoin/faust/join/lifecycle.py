@@ -360,6 +360,8 @@ class TaskSet:
         self._handover = False
         async with self.lock:
             self._given_up.clear()
+            # no batch begun before now is in flight any more (it held the lock)
+            self._handed_over.clear()
             keep = {tp.partition for tp in assigned if tp.topic == self.config.left_topic}
             self.assigned = frozenset(keep)
             offset_key = self._offset_key()
