@@ -249,11 +249,19 @@ def _rebalance_row(outcome: RebalanceOutcome) -> str:
     )
     handover = outcome.longest_handover()
     low, high = outcome.generations or (None, None)
+    through = "-"
+    if outcome.through and outcome.rebalancing is not None:
+        ran = sorted(task for task, yes in outcome.through.items() if yes)
+        through = f"{len(ran)} of {len(outcome.through)} ({outcome.rebalancing:.2f} s)"
+        paused = sorted(set(outcome.through) - set(ran))
+        if paused:
+            through += "; paused: " + ", ".join(str(task) for task in paused)
     cells = [
         f"{outcome.began:.1f}&ndash;{outcome.t:.1f} s",
         "-" if low is None else (f"{low}" if low == high else f"{low}&ndash;{high}"),
         html.escape(outcome.cause or "-"),
         kept,
+        through,
         stop,
         moved or "none",
         "-" if handover is None else f"task {handover.task}: {handover.seconds:.2f} s",
@@ -273,6 +281,11 @@ def _rebalance_table(outcomes: Sequence[RebalanceOutcome], away: Sequence[Interv
         "old owner's last step seen to its new owner's first). Times are the workers' own, "
         "to the millisecond; the pages are read once a second, so a killed worker's last "
         "second is not seen (its tasks' handovers may start up to that much early).</p>\n"
+        "<p><em>Ran through</em>: of the kept tasks whose worker's rebalance could be "
+        "seen, how many processed records while their worker was rebalancing (from its "
+        "first JoinGroup to the assignment it got; in brackets the longest such span). "
+        "An eager rebalance revokes every task first: there none would. A stop alone "
+        "does not tell a paused task from a busy machine; this does.</p>\n"
     )
     if away:
         worst = max(away, key=lambda s: s.end - s.start)
@@ -289,7 +302,7 @@ def _rebalance_table(outcomes: Sequence[RebalanceOutcome], away: Sequence[Interv
     return (
         head
         + "<table><tr><th>when</th><th>generation</th><th>last event before</th>"
-        + "<th>tasks kept</th><th>longest stop of a kept task</th>"
+        + "<th>tasks kept</th><th>ran through</th><th>longest stop of a kept task</th>"
         + "<th>tasks moved: handover</th><th>longest handover</th></tr>"
         + "".join(_rebalance_row(o) for o in outcomes)
         + "</table>"
@@ -307,7 +320,10 @@ def write_report(
     options: Any,
     wall_start: float,
 ) -> Path:
-    """Write ``out/report/index.html`` with the campaign and task charts; return its path.
+    """Write ``out/report/index.html`` with the campaign and task charts, and
+    ``rebalances.json`` (each rebalance's
+    :meth:`~streamjoin.ads.demo.stops.RebalanceOutcome.as_dict`); return the
+    page's path.
 
     *wall_start*: ``time.time()`` when the demo started (the workers report
     their tasks' stops in wall-clock seconds)."""
@@ -317,6 +333,8 @@ def write_report(
     if rows:
         _campaign_chart(rows, report / "campaigns.png")
     outcomes = rebalance_outcomes(samples, events, wall_start)
+    summary = [outcome.as_dict() for outcome in outcomes]
+    (report / "rebalances.json").write_text(json.dumps(summary, indent=1))
     _timeline_chart(samples, events, end, report / "tasks.png", (wall_start, outcomes))
     cells = "".join(
         "<tr>"

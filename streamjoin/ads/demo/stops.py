@@ -15,15 +15,25 @@ it ended, and which tasks moved and how long no worker processed each (their
 :class:`Handover`). :func:`stops_away` gives the stops outside every
 rebalance, to compare with: a stop may also be a slow batch or an input with
 nothing to deliver.
+
+A stop alone does not tell a paused task from a busy machine, so each
+rebalance also says whether its kept tasks *ran through* it: each
+processed records while its worker was rebalancing (from the worker's first
+JoinGroup to the assignment it got, as its assignment page lists them). An
+eager rebalance revokes every task first, so there a task processes nothing
+in that span. Spans of :data:`~streamjoin.faust.join.pace.STOP_SECONDS` or
+less tell nothing (a gap that short is not a stop) and are not counted.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from itertools import pairwise
+from typing import Any
 
 from streamjoin.ads.demo.timeline import Interval, Sample, demo_time, owners_by_round
+from streamjoin.faust.join.pace import STOP_SECONDS
 
 __all__ = [
     "AROUND",
@@ -119,6 +129,11 @@ class RebalanceOutcome:
             whose worker's page showed them processing in the window.
         unseen: the other kept tasks (their pace was not shown then).
         moved: task -> its handover.
+        through: kept task -> it processed records in every span in which
+            its worker was rebalancing (its rebalances that overlap the
+            window and last more than ``STOP_SECONDS``); tasks whose worker
+            listed no such span are left out.
+        rebalancing: the longest of those spans, seconds (``None``: none).
     """
 
     began: float
@@ -129,6 +144,36 @@ class RebalanceOutcome:
     kept: Mapping[int, Interval | None]
     unseen: tuple[int, ...]
     moved: Mapping[int, Handover]
+    through: Mapping[int, bool] = field(default_factory=dict)
+    rebalancing: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:  # Any: JSON values
+        """JSON-ready (``report/rebalances.json``), seconds to the millisecond:
+        ``began``, ``t``, ``generations`` (``[low, high]`` or ``None``),
+        ``cause``, ``kept`` (task -> its longest stop, ``None``: none),
+        ``unseen``, ``through``, ``rebalancing`` and ``moved`` (task ->
+        ``source``, ``target``, ``seconds`` unprocessed or ``None``)."""
+        return {
+            "began": round(self.began, 3),
+            "t": round(self.t, 3),
+            "generations": None if self.generations is None else list(self.generations),
+            "cause": self.cause,
+            "kept": {
+                str(task): None if stop is None else round(stop.end - stop.start, 3)
+                for task, stop in sorted(self.kept.items())
+            },
+            "unseen": list(self.unseen),
+            "through": {str(task): ran for task, ran in sorted(self.through.items())},
+            "rebalancing": None if self.rebalancing is None else round(self.rebalancing, 3),
+            "moved": {
+                str(task): {
+                    "source": h.source,
+                    "target": h.target,
+                    "seconds": None if h.seconds is None else round(h.seconds, 3),
+                }
+                for task, h in sorted(self.moved.items())
+            },
+        }
 
     def longest_kept_stop(self) -> Interval | None:
         """The longest stop of a kept task (``None``: every one ran through)."""
@@ -240,7 +285,47 @@ def _outcome(
             if i.start < window[1] and i.end > window[0]
         ]
         kept[task] = max(overlapping, key=lambda i: i.end - i.start, default=None)
-    return RebalanceOutcome(began, last.t, window, None, None, kept, tuple(unseen), moved)
+    through: dict[int, bool] = {}
+    lengths: list[float] = []
+    for task in kept:
+        owner = last.owners[task]
+        steps = _processing(samples, task, owner, lambda _: True)
+        # the spans in which the task was running on its worker (steps before
+        # and after): not one in which it was added there, nor one that ended
+        # after the last page read
+        spans = [
+            (a, b)
+            for a, b in _rebalancing(samples, owner, window, wall_start)
+            if min(s for s, _ in steps) <= a and max(e for _, e in steps) >= b
+        ]
+        if spans:
+            through[task] = not any(
+                start <= a and end >= b
+                for a, b in spans
+                for start, end in stops.get((task, owner), ())
+            )
+            lengths += [b - a for a, b in spans]
+    longest = max(lengths, default=None)
+    return RebalanceOutcome(
+        began, last.t, window, None, None, kept, tuple(unseen), moved, through, longest
+    )
+
+
+def _rebalancing(
+    samples: Iterable[Sample], worker: str, window: tuple[float, float], wall_start: float
+) -> list[tuple[float, float]]:
+    """*worker*'s rebalances (wall-clock spans) longer than ``STOP_SECONDS``
+    that overlap *window* (demo seconds), once each, in order."""
+    found = {
+        (a, b)
+        for sample in samples
+        if sample.worker == worker
+        for a, b in sample.rebalancing
+        if b - a > STOP_SECONDS
+        and demo_time(a, wall_start) < window[1]
+        and demo_time(b, wall_start) > window[0]
+    }
+    return sorted(found)
 
 
 def _processing(

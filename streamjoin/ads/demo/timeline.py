@@ -60,7 +60,9 @@ class Sample:
     restoring (not processing yet); ``warmups``: tasks whose state it was
     warming up while they ran elsewhere; ``paces``: how each task its join
     runs processed (:class:`Pace`); ``generation``: the group generation of
-    the worker's assignment (``None``: not said).
+    the worker's assignment (``None``: not said); ``rebalancing``: the
+    worker's latest rebalances as its assignment page listed them, each from
+    its first JoinGroup to the assignment it got (wall-clock seconds).
     """
 
     t: float
@@ -70,6 +72,7 @@ class Sample:
     warmups: tuple[int, ...] = ()
     paces: tuple[Pace, ...] = ()
     generation: int | None = None
+    rebalancing: tuple[tuple[float, float], ...] = ()
 
 
 @dataclass(frozen=True)

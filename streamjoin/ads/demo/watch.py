@@ -67,6 +67,7 @@ def sample_workers(state: DemoState, workers: Sequence[Worker]) -> None:
                 warmups,
                 paces,
                 generation if isinstance(generation, int) else None,
+                tuple((float(a), float(b)) for a, b in assignment.get("rebalances", ())),
             )
         )
         standby = assignment.get("standbys", {})

@@ -19,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
+from collections import deque
 from collections.abc import Iterable, Mapping, MutableMapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,7 +53,10 @@ if TYPE_CHECKING:
 
     from streamjoin.assignment.model import LastAssignment
 
-__all__ = ["PartitionAssignor"]
+__all__ = ["REBALANCES_KEPT", "PartitionAssignor"]
+
+#: rebalances of this member its assignment page lists (the most recent)
+REBALANCES_KEPT = 32
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +95,10 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
         #: the rebalance under way keeps this member's actives running (see
         #: streamjoin.faust.kafka.cooperative): its metadata says so
         self._kept = False
+        #: this member's latest rebalances, ``[began, ended]`` wall-clock
+        #: seconds: from its first JoinGroup to the assignment it got
+        self.rebalances: deque[tuple[float, float]] = deque(maxlen=REBALANCES_KEPT)
+        self._joining_since: float | None = None
 
     def on_rebalance_prepare(self, kept: bool) -> None:
         """The consumer starts a rebalance; *kept*: it keeps its partitions
@@ -112,8 +121,12 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
         worker's session lease starts following the coordinator's answers here
         (see :mod:`streamjoin.faust.restore.ownership`), and the consumer's
         fetcher is mended to close cleanly
-        (:func:`~streamjoin.faust.kafka.consumer.mend_fetcher_close`).
+        (:func:`~streamjoin.faust.kafka.consumer.mend_fetcher_close`). The
+        first call since the last assignment starts the rebalance's entry in
+        :attr:`rebalances`.
         """
+        if self._joining_since is None:
+            self._joining_since = time.time()
         ownership = getattr(self.app.tables, "ownership", None)
         if ownership is not None:
             ownership.install()
@@ -157,6 +170,9 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
 
     def on_assignment(self, assignment: ConsumerProtocolMemberAssignment) -> None:
         """Member: adopt the leader's decision and remember it for the next rebalance."""
+        began, self._joining_since = self._joining_since, None
+        if began is not None:
+            self.rebalances.append((began, time.time()))
         info = decode_assignment(assignment.user_data)
         if info is None:
             logger.error(
@@ -255,7 +271,8 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
         return self._external_distribution
 
     def describe(self) -> dict[str, Any]:
-        """The current assignment as JSON-ready data (served on the web port)."""
+        """The current assignment as JSON-ready data (served on the web port);
+        ``rebalances``: :attr:`rebalances` to the millisecond."""
         member = (self._file.member if self._file is not None else None) or {}
         return {
             "member": member.get("id"),
@@ -264,6 +281,7 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
             "standbys": {t: sorted(p) for t, p in sorted(self._standbys.items())},
             "warmups": {t: sorted(p) for t, p in sorted(self._warmups.items())},
             "last_rebalance": self.last_rebalance,
+            "rebalances": [[round(a, 3), round(b, 3)] for a, b in self.rebalances],
         }
 
     def stop_worker(self, exc: Exception) -> None:

@@ -3,6 +3,8 @@ says it, from hand-built samples (times in demo seconds unless said)."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -98,6 +100,42 @@ def test_kept_tasks_give_their_longest_stop_moved_ones_their_handover() -> None:
     assert stops_away(MOVE, [outcome], WALL) == [Interval(2, "w2", 3.0, 4.5)]
 
 
+def _rebalancing(
+    samples: list[Sample], spans: dict[str, list[tuple[float, float]]]
+) -> list[Sample]:
+    """*samples*, each worker's page listing its rebalances *spans* (demo seconds)."""
+    return [
+        replace(s, rebalancing=tuple((WALL + a, WALL + b) for a, b in spans.get(s.worker, ())))
+        for s in samples
+    ]
+
+
+def test_a_kept_task_ran_through_when_it_processed_while_its_worker_rebalanced() -> None:
+    """In MOVE, w1 rebalanced from 10.2 to 10.9 s and task 0 ran on; w2 from
+    10.2 to 10.8 s, inside task 2's stop (10.1-10.9 s): task 2 was paused.
+    Spans of 0.25 s or less, and spans before a task ran on its worker, are
+    not counted."""
+    spans = {
+        "w1": [(0.5, 5.0), (10.2, 10.9), (12.5, 12.7)],  # before task 0's first step; short
+        "w2": [(10.2, 10.8)],
+        "w3": [(10.5, 11.5)],  # task 1 was added there: not a kept task
+    }
+    (outcome,) = rebalance_outcomes(_rebalancing(MOVE, spans), [], WALL)
+    assert outcome.through == {0: True, 2: False}
+    assert outcome.rebalancing == pytest.approx(0.7)
+    data = outcome.as_dict()
+    assert data["through"] == {"0": True, "2": False} and data["rebalancing"] == 0.7
+    assert data["kept"] == {"0": None, "2": 0.8}
+    assert data["moved"] == {"1": {"source": "w1", "target": "w3", "seconds": 1.3}}
+    # a span just longer than a gap that would have been a stop: task 2 ran in
+    # it if no stop covers it (its stop began at 10.1 s, the span at 10.05 s)
+    (outcome,) = rebalance_outcomes(_rebalancing(MOVE, {"w2": [(10.05, 10.8)]}), [], WALL)
+    assert outcome.through == {2: True}
+    # without spans on the pages nothing is said
+    (outcome,) = rebalance_outcomes(MOVE, [], WALL)
+    assert outcome.through == {} and outcome.rebalancing is None
+
+
 def test_a_rebalance_that_moves_no_task_keeps_them_all_running() -> None:
     """w4 joins and only warms tasks up: generation 2, every task kept."""
     samples = [
@@ -174,7 +212,7 @@ def test_the_report_lists_each_rebalance_and_the_stops_away_from_them(tmp_path: 
 
     page = write_report(
         tmp_path,
-        samples=MOVE,
+        samples=_rebalancing(MOVE, {"w1": [(10.2, 10.9)], "w2": [(10.2, 10.8)]}),
         events=[(9.5, "w3 started")],
         end=14.0,
         verdict=None,
@@ -185,8 +223,10 @@ def test_the_report_lists_each_rebalance_and_the_stops_away_from_them(tmp_path: 
     assert "<h2>Rebalances: kept and moved tasks</h2>" in text
     row = (
         "<tr><td>10.0&ndash;12.0 s</td><td>2&ndash;3</td><td>w3 started</td><td>2</td>"
-        "<td>task 2 on w2: 0.80 s at 10.1 s</td><td>1 w1&rarr;w3: 1.30 s</td>"
-        "<td>task 1: 1.30 s</td></tr>"
+        "<td>1 of 2 (0.70 s); paused: 2</td><td>task 2 on w2: 0.80 s at 10.1 s</td>"
+        "<td>1 w1&rarr;w3: 1.30 s</td><td>task 1: 1.30 s</td></tr>"
     )
     assert row in text
     assert "tasks stopped 1 times, 1.50 s at the median, the longest task 2 on w2: 1.50 s" in text
+    (summary,) = json.loads((tmp_path / "report" / "rebalances.json").read_text())
+    assert summary["through"] == {"0": True, "2": False} and summary["cause"] == "w3 started"
