@@ -55,3 +55,10 @@ def test_a_short_seeded_demo_reconciles_and_archives_every_event_once(
     assert "0 differences" in report
     for chart in ("campaigns.png", "tasks.png"):
         assert (out / "report" / chart).stat().st_size > 10_000
+    # cooperative rebalancing (on by default): every task that kept its worker
+    # through a rebalance processed records while that worker rebalanced (in
+    # an eager rebalance none would); w4's join and w2's kill each rebalance
+    rebalances = json.loads((out / "report" / "rebalances.json").read_text())
+    seen = [r for r in rebalances if r["through"]]
+    assert seen, rebalances
+    assert all(all(r["through"].values()) for r in seen), rebalances
