@@ -21,6 +21,10 @@ app = faust.App(
     topic_partitions=4,
     web_enabled=False,
     PartitionAssignor="streamjoin:PartitionAssignor",
+    # faust's defaults make the embedded broker hold each JoinGroup 30 s
+    broker_session_timeout=6.0,
+    broker_heartbeat_interval=1.0,
+    broker_rebalance_timeout=20.0,
 )
 orders = app.topic(f"{APP_ID}-orders", partitions=4)
 
