@@ -49,7 +49,7 @@ def explain(result: Assignment) -> str:
     if result.withheld:
         lines.append(
             f"withheld ({len(result.withheld)}; given to nobody this round: another member "
-            "still owns them, gives them up and rejoins at once; the follow-up rebalance "
+            "still owns them, gives them up and rejoins; the follow-up rebalance "
             "gives them to their target, which restores them meanwhile):"
         )
         for gi in sorted({gi for gi, _ in result.withheld}):

@@ -8,8 +8,9 @@ nothing is revoked when a rebalance starts; a kept partition keeps its fetch
 position (the offsets consumed of each partition, over all members, are each
 read exactly once: no repeat, no hole); a partition that moves is given up
 by its old owner before its new owner gets it (never consumed by two at
-overlapping times); the old owner rejoins at once; an eager member makes the
-group eager; a member that lost its membership gives everything up.
+overlapping times); the old owner rejoins once the other members can have
+their assignment (paced); an eager member makes the group eager; a member
+that lost its membership gives everything up.
 """
 
 from __future__ import annotations
@@ -31,7 +32,12 @@ from core_assignor import CoreAssignor
 from kafka_util import create_topic
 
 from streamjoin.dev.broker import EmbeddedBroker
-from streamjoin.faust.kafka.cooperative import PROTOCOL, Cooperation, install_cooperative
+from streamjoin.faust.kafka.cooperative import (
+    PROTOCOL,
+    REJOIN_PACE_S,
+    Cooperation,
+    install_cooperative,
+)
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
@@ -315,6 +321,62 @@ async def test_each_rebalance_sends_one_join_group_offering_every_protocol(
         ]
         # a SyncGroup after each JoinGroup answered: never two JoinGroups for one rebalance
         assert all(a != b for a, b in itertools.pairwise(steps)), (name, steps)
+
+
+async def test_a_follow_up_waits_until_the_other_members_had_their_assignment(
+    group: Group,
+) -> None:
+    """m1 and m2 share the partitions; m3 joins, and each of them gives one up.
+    The embedded broker answers a follower's SyncGroup up to about a second
+    after the leader's; a follow-up JoinGroup sent before that made the
+    follower's SyncGroup fail ("rebalance in progress"), and the group could
+    go on like that for many generations. Paced, every SyncGroup succeeds and
+    each member's follow-up JoinGroup comes REJOIN_PACE_S after its assignment."""
+    synced: dict[str, list[tuple[float, str, int | None]]] = {}
+
+    def record(member: Member) -> None:
+        coordinator = member.consumer._coordinator
+        send = coordinator._send_req
+        requests = synced.setdefault(member.name, [])
+
+        async def recording(request: Any) -> Any:
+            sent = time.monotonic()
+            response = await send(request)
+            kind = type(request).__name__[:9]
+            if kind in ("SyncGroup", "JoinGroup"):
+                requests.append((sent, kind, getattr(response, "error_code", None)))
+            return response
+
+        coordinator._send_req = recording
+
+    group.start_producing()
+    first = await group.join("m1")
+    second = await group.join("m2")
+    await group.until("a split", lambda: len(first.owned()) == len(second.owned()) == 3)
+    record(first)
+    record(second)
+    third = await group.join("m3")
+    record(third)
+    await group.until(
+        "a three-way split", lambda: [len(m.owned()) for m in group.members] == [2, 2, 2]
+    )
+    await asyncio.sleep(2 * REJOIN_PACE_S)  # a late failure would show meanwhile
+    await group.stop_producing()
+    await group.until("every record consumed", group.drained)
+    group.check_each_offset_read_once()
+    failed = {
+        name: [r for r in requests if r[1] == "SyncGroup" and r[2] != 0]
+        for name, requests in sorted(synced.items())
+    }
+    assert not any(failed.values()), synced
+    for member in (first, second):
+        # after its first assignment of the new group, each gave a partition up
+        # and rejoined REJOIN_PACE_S after it at the earliest
+        syncs = [t for t, kind, code in synced[member.name] if kind == "SyncGroup"]
+        joins = [t for t, kind, _ in synced[member.name] if kind == "JoinGroup"]
+        followups = [j for j in joins if j > syncs[0]]
+        assert followups, synced
+        assert followups[0] - syncs[0] >= REJOIN_PACE_S - 0.1, synced
 
 
 async def test_a_group_with_an_eager_member_rebalances_eagerly(

@@ -17,11 +17,20 @@ steps of one consumer's coordinator:
   it is called at every rebalance, as in an eager one), the kept
   partitions keep their fetch state (position, high watermark, pause), the
   listener's ``on_partitions_assigned`` gets the whole new assignment, and a
-  member that gave up an owned (active) partition rejoins
-  :data:`FOLLOWUP_DELAY_S` later (the other members finish this generation's
-  SyncGroup meanwhile): the follow-up rebalance hands them to their new owner
-  (the leader withholds them until then; replicas are never withheld, so
-  giving up only a standby needs no follow-up);
+  member that gave up an owned (active) partition rejoins: the follow-up
+  rebalance hands them to their new owner (the leader withholds them until
+  then; replicas are never withheld, so giving up only a standby needs no
+  follow-up);
+* **pace**: a rejoin asked for less than :data:`REJOIN_PACE_S` after the
+  member got its assignment (the follow-up, a warm-up that caught up, a
+  subscription change) waits until then, so that the other members of the
+  generation get their own assignment first. Kafka answers every member's
+  SyncGroup once the leader's arrives; the embedded broker answers a
+  follower's up to about a second later, and a JoinGroup meanwhile made
+  that SyncGroup fail: the generation then completed without that member,
+  whose rejoin started the next one, and so on (a scale-out of the
+  rebalance benchmark once took 12 rebalances). A member that lost its
+  membership rejoins at once;
 * **lost**: after the coordinator reset the member's generation (its session
   expired, or it was fenced) everything it owned is revoked before it
   rejoins, as in an eager rebalance; the next rebalance after that is eager.
@@ -54,7 +63,8 @@ Private attributes used (aiokafka 0.14.0), on the coordinator that
 * public: ``Assignment.state_value(tp).pause()`` (a partition given up
   hands out no record while the listener gives it up),
   ``GroupCoordinator.reset_generation()`` (wrapped: it marks the
-  membership lost), ``request_rejoin()``, ``start_commit_offsets_refresh_task``,
+  membership lost), ``request_rejoin()`` (wrapped: paced),
+  ``start_commit_offsets_refresh_task``,
   ``SubscriptionState.assign_from_subscribed``, ``subscription``,
   ``listener``, ``assigned_partitions()``.
 """
@@ -77,14 +87,14 @@ if TYPE_CHECKING:
     from aiokafka import AIOKafkaConsumer
     from aiokafka.structs import TopicPartition
 
-__all__ = ["FOLLOWUP_DELAY_S", "PROTOCOL", "Cooperation", "install_cooperative"]
+__all__ = ["PROTOCOL", "REJOIN_PACE_S", "Cooperation", "install_cooperative"]
 
 logger = logging.getLogger(__name__)
 
 #: the protocol name a cooperative member offers first
 PROTOCOL = "streamjoin-cooperative"
-#: seconds between giving partitions up and rejoining for the follow-up
-FOLLOWUP_DELAY_S = 0.5
+#: seconds after the member got its assignment before a rejoin it asks for is sent
+REJOIN_PACE_S = 1.2
 
 
 @dataclass
@@ -108,6 +118,9 @@ class Cooperation:
     #: the eager revocation of everything, started when the membership was
     #: lost in the middle of a rebalance that had kept the partitions
     giving_up: asyncio.Task[None] | None = None
+    #: the event loop's time when the member last got its assignment
+    #: (``None``: not yet)
+    assigned_at: float | None = None
 
 
 class _CooperativeProtocol:
@@ -159,6 +172,7 @@ def install_cooperative(aio: AIOKafkaConsumer) -> Cooperation | None:
     prepare_eagerly = coordinator._on_join_prepare
     complete_eagerly = coordinator._on_join_complete
     reset_generation = coordinator.reset_generation
+    request_rejoin = coordinator.request_rejoin
     subscriptions = coordinator._subscription
 
     def tell_assignors(kept: bool) -> None:
@@ -196,9 +210,30 @@ def install_cooperative(aio: AIOKafkaConsumer) -> Cooperation | None:
             len(previous_assignment.tps),
         )
 
+    def _request_rejoin() -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not from the consumer's loop: nothing to pace by
+            request_rejoin()
+            return
+        since = None if state.assigned_at is None else loop.time() - state.assigned_at
+        if since is None or since >= REJOIN_PACE_S or state.lost:
+            request_rejoin()
+            return
+        asked = state.rebalances
+
+        def later() -> None:
+            # a rebalance completed meanwhile carried what the rejoin was for
+            # (the partitions given up, the warm-ups' offsets, the subscription)
+            if state.rebalances == asked:
+                request_rejoin()
+
+        loop.call_later(REJOIN_PACE_S - since, later)
+
     async def _on_join_complete(
         generation: int, member_id: str, protocol: str, member_assignment_bytes: bytes
     ) -> None:
+        state.assigned_at = asyncio.get_running_loop().time()
         state.rebalances += 1
         kept_through = state.kept
         state.kept = False
@@ -239,11 +274,9 @@ def install_cooperative(aio: AIOKafkaConsumer) -> Cooperation | None:
         finally:
             state.incremental = False
         if followup:
-            # the partitions given up go to their new owner in the follow-up;
-            # not at once: the other members of this generation are still
-            # syncing, and a rejoin now would start the next generation before
-            # they got (and gave up) their part of this one
-            asyncio.get_running_loop().call_later(FOLLOWUP_DELAY_S, coordinator.request_rejoin)
+            # the partitions given up go to their new owner in the follow-up,
+            # paced: the other members of this generation may still be syncing
+            _request_rejoin()
 
     def gives_up_an_owner(revoked: set[Any]) -> bool:
         """Is one of *revoked* an active partition of the member's assignor (read
@@ -307,6 +340,7 @@ def install_cooperative(aio: AIOKafkaConsumer) -> Cooperation | None:
     coordinator._on_join_prepare = _on_join_prepare
     coordinator._on_join_complete = _on_join_complete
     coordinator.reset_generation = _reset_generation
+    coordinator.request_rejoin = _request_rejoin
     refuse_stale_commits(coordinator, lambda: state.kept)
     coordinator._streamjoin_cooperation = state
     return state
