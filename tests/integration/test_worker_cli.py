@@ -125,8 +125,10 @@ def _listening(port: int) -> set[str]:
 
 @pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads Linux's /proc/net/tcp")
 def test_web_server_binds_loopback_unless_told_otherwise(workers: Any) -> None:
+    import json
     import urllib.request
 
+    started = time.time()
     default_port, all_port = free_port(), free_port()
     workers.spawn("a", extra_args=("--with-web", "--web-port", str(default_port)))
     workers.spawn(
@@ -144,6 +146,16 @@ def test_web_server_binds_loopback_unless_told_otherwise(workers: Any) -> None:
     url = f"http://127.0.0.1:{default_port}/streamjoin/assignment/"
     with urllib.request.urlopen(url, timeout=10) as response:
         assert response.status == 200
+    # once assigned, the page lists the worker's rebalances: first JoinGroup to
+    # assignment, wall clock
+    rebalances: list[list[float]] = []
+    while time.monotonic() < deadline + 60 and not rebalances:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            rebalances = json.loads(response.read())["rebalances"]
+        time.sleep(0.2)
+    assert rebalances, "no rebalance listed on the assignment page"
+    for began, ended in rebalances:
+        assert started <= began <= ended <= time.time(), rebalances
 
 
 def test_sigquit_dumps_every_thread_and_the_worker_runs_on(workers: Any) -> None:

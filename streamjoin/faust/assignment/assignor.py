@@ -281,7 +281,8 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
             "standbys": {t: sorted(p) for t, p in sorted(self._standbys.items())},
             "warmups": {t: sorted(p) for t, p in sorted(self._warmups.items())},
             "last_rebalance": self.last_rebalance,
-            "rebalances": [[round(a, 3), round(b, 3)] for a, b in self.rebalances],
+            # list(): one copy while the consumer's thread may append
+            "rebalances": [[round(a, 3), round(b, 3)] for a, b in list(self.rebalances)],
         }
 
     def stop_worker(self, exc: Exception) -> None:
