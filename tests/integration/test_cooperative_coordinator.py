@@ -240,6 +240,28 @@ def _gaps(member: Member, partitions: set[int], after: float) -> dict[int, float
     return longest
 
 
+#: a group request a member sent: (monotonic send time, request class name,
+#: protocols offered (JoinGroup) or [], the answer's error code)
+Sent = tuple[float, str, list[str], int | None]
+
+
+def _record_group_requests(member: Member, into: list[Sent]) -> None:
+    """Append every request *member*'s coordinator sends, with its answer's
+    error code, to *into*."""
+    coordinator = member.consumer._coordinator
+    send = coordinator._send_req
+
+    async def recording(request: Any) -> Any:
+        sent = time.monotonic()
+        response = await send(request)
+        kind = type(request).__name__
+        names = [n for n, _ in request._group_protocols] if kind.startswith("Join") else []
+        into.append((sent, kind, names, getattr(response, "error_code", None)))
+        return response
+
+    coordinator._send_req = recording
+
+
 async def test_a_joining_member_gets_its_share_while_the_kept_partitions_keep_running(
     group: Group,
 ) -> None:
@@ -283,40 +305,27 @@ async def test_each_rebalance_sends_one_join_group_offering_every_protocol(
     session; Kafka would start another rebalance for the second). Each
     JoinGroup now offers both, and a member sends a SyncGroup after every
     JoinGroup answered without error."""
-    sent: dict[str, list[tuple[str, list[str], int | None]]] = {"m1": [], "m2": []}
-
-    def record(member: Member) -> None:
-        coordinator = member.consumer._coordinator
-        send = coordinator._send_req
-
-        async def recording(request: Any) -> Any:
-            response = await send(request)
-            kind = type(request).__name__
-            names = [n for n, _ in request._group_protocols] if kind.startswith("Join") else []
-            sent[member.name].append((kind, names, getattr(response, "error_code", None)))
-            return response
-
-        coordinator._send_req = recording
+    sent: dict[str, list[Sent]] = {"m1": [], "m2": []}
 
     group.start_producing()
     first = await group.join("m1")
-    record(first)
+    _record_group_requests(first, sent["m1"])
     await group.until("m1 owning everything", lambda: first.owned() == set(range(PARTITIONS)))
     second = await group.join("m2")
-    record(second)
+    _record_group_requests(second, sent["m2"])
     await group.until("a cooperative split", lambda: len(first.owned()) == len(second.owned()) == 3)
     cooperation = first.cooperation
     assert cooperation is not None
     await group.until("two cooperative rebalances", lambda: cooperation.cooperative_rebalances >= 2)
     await group.stop_producing()
     for name, requests in sorted(sent.items()):
-        joins = [r for r in requests if r[0].startswith("JoinGroup")]
+        joins = [r for r in requests if r[1].startswith("JoinGroup")]
         assert joins, (name, requests)
-        for _, names, _ in joins:
+        for _, _, names, _ in joins:
             assert names == [PROTOCOL, "faust"], (name, requests)
         steps = [
             kind[:4]
-            for kind, _, code in requests
+            for _, kind, _, code in requests
             if kind.startswith("SyncGroup") or (kind.startswith("JoinGroup") and code == 0)
         ]
         # a SyncGroup after each JoinGroup answered: never two JoinGroups for one rebalance
@@ -332,31 +341,16 @@ async def test_a_follow_up_waits_until_the_other_members_had_their_assignment(
     follower's SyncGroup fail ("rebalance in progress"), and the group could
     go on like that for many generations. Paced, every SyncGroup succeeds and
     each member's follow-up JoinGroup comes REJOIN_PACE_S after its assignment."""
-    synced: dict[str, list[tuple[float, str, int | None]]] = {}
-
-    def record(member: Member) -> None:
-        coordinator = member.consumer._coordinator
-        send = coordinator._send_req
-        requests = synced.setdefault(member.name, [])
-
-        async def recording(request: Any) -> Any:
-            sent = time.monotonic()
-            response = await send(request)
-            kind = type(request).__name__[:9]
-            if kind in ("SyncGroup", "JoinGroup"):
-                requests.append((sent, kind, getattr(response, "error_code", None)))
-            return response
-
-        coordinator._send_req = recording
+    sent: dict[str, list[Sent]] = {"m1": [], "m2": [], "m3": []}
 
     group.start_producing()
     first = await group.join("m1")
     second = await group.join("m2")
     await group.until("a split", lambda: len(first.owned()) == len(second.owned()) == 3)
-    record(first)
-    record(second)
+    _record_group_requests(first, sent["m1"])
+    _record_group_requests(second, sent["m2"])
     third = await group.join("m3")
-    record(third)
+    _record_group_requests(third, sent["m3"])
     await group.until(
         "a three-way split", lambda: [len(m.owned()) for m in group.members] == [2, 2, 2]
     )
@@ -365,18 +359,18 @@ async def test_a_follow_up_waits_until_the_other_members_had_their_assignment(
     await group.until("every record consumed", group.drained)
     group.check_each_offset_read_once()
     failed = {
-        name: [r for r in requests if r[1] == "SyncGroup" and r[2] != 0]
-        for name, requests in sorted(synced.items())
+        name: [r for r in requests if r[1].startswith("SyncGroup") and r[3] != 0]
+        for name, requests in sorted(sent.items())
     }
-    assert not any(failed.values()), synced
+    assert not any(failed.values()), sent
     for member in (first, second):
         # after its first assignment of the new group, each gave a partition up
         # and rejoined REJOIN_PACE_S after it at the earliest
-        syncs = [t for t, kind, code in synced[member.name] if kind == "SyncGroup"]
-        joins = [t for t, kind, _ in synced[member.name] if kind == "JoinGroup"]
+        syncs = [t for t, kind, _, _ in sent[member.name] if kind.startswith("SyncGroup")]
+        joins = [t for t, kind, _, _ in sent[member.name] if kind.startswith("JoinGroup")]
         followups = [j for j in joins if j > syncs[0]]
-        assert followups, synced
-        assert followups[0] - syncs[0] >= REJOIN_PACE_S - 0.1, synced
+        assert followups, sent
+        assert followups[0] - syncs[0] >= REJOIN_PACE_S - 0.1, sent
 
 
 async def test_a_group_with_an_eager_member_rebalances_eagerly(

@@ -285,6 +285,10 @@ def _outcome(
             if i.start < window[1] and i.end > window[0]
         ]
         kept[task] = max(overlapping, key=lambda i: i.end - i.start, default=None)
+    rebalancing = {
+        owner: _rebalancing(samples, owner, window, wall_start)
+        for owner in sorted({last.owners[task] for task in kept})
+    }
     through: dict[int, bool] = {}
     lengths: list[float] = []
     for task in kept:
@@ -295,7 +299,7 @@ def _outcome(
         # after the last page read
         spans = [
             (a, b)
-            for a, b in _rebalancing(samples, owner, window, wall_start)
+            for a, b in rebalancing[owner]
             if min(s for s, _ in steps) <= a and max(e for _, e in steps) >= b
         ]
         if spans:
