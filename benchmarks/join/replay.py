@@ -141,6 +141,7 @@ def replay(
     batch_max: int = 2_000,
     malformed_rate: float = 0.002,
     workdir: Path | None = None,
+    profiler: Any = None,
 ) -> Replay:
     """Replay the generator's run through the join's runtime; see the module docstring."""
     from rocksdict import Options, Rdict
@@ -160,6 +161,8 @@ def replay(
     result = Replay()
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         router = RecordRouter("replay", policy, JoinStats(), outputs, DEAD_LETTERS)
+        if profiler is not None:
+            profiler.enable()
         start = time.perf_counter()
         for partition, chunks in arrivals.items():
             db = Rdict(f"{tmp}/p{partition}", options=Options(raw_mode=True))
@@ -180,6 +183,8 @@ def replay(
                 result.batches += 1
             db.close()
         result.seconds = time.perf_counter() - start
+        if profiler is not None:
+            profiler.disable()
     return result
 
 
@@ -217,20 +222,23 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(json.dumps(doc, indent=1, sort_keys=True))
         return
 
-    def run() -> Replay:
-        return replay(
-            args.policy, args.seed, args.impressions, args.order, partitions=args.partitions
-        )
-
+    profiler = None
     if args.profile:
         import cProfile
-        import pstats
 
         profiler = cProfile.Profile()
-        result = profiler.runcall(run)
-        pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
-    else:
-        result = run()
+    result = replay(
+        args.policy,
+        args.seed,
+        args.impressions,
+        args.order,
+        partitions=args.partitions,
+        profiler=profiler,
+    )
+    if profiler is not None:
+        import pstats
+
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
     print(
         f"{result.input_records:,} input records in {result.seconds:.2f} s: "
         f"{result.input_records / result.seconds:,.0f} records/s, "

@@ -23,6 +23,8 @@ persists its state and the Spark side applies the same rules in batch.
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -89,10 +91,14 @@ class ClickOutcome:
 class TaskAttribution:
     """Attribution state of one task (one partition of both topics).
 
-    All state lives in a :class:`~streamjoin.join.state.KVState` (records,
-    decisions and stream time as content; the due and expiry orders as local
-    indexes), so a durable backend survives a crash and a new owner rebuilds
-    the task from the changelog: call :meth:`rebuild_indexes` after a restore.
+    The task's content (records, decisions, watermarks) lives in a
+    :class:`~streamjoin.join.state.KVState`, so a durable backend survives a
+    crash and a new owner rebuilds the task from the changelog. The logic reads
+    a mirror of that content in memory (impressions by join key, clicks by
+    record key) with the due and expiry orders as heaps: the state is only
+    written while records flow, and read once, by :meth:`rebuild_indexes`, when
+    the task opens (call it after a restore). What the mirror holds is what
+    the state holds: records within the retention behind decision time.
     """
 
     def __init__(
@@ -107,47 +113,54 @@ class TaskAttribution:
         self.marks = Watermarks.decode(SIDES, self.state.get(keys.STREAM_TIME))
         self._saved = self.marks.encode()
         self.late_count = 0
-        # Lower bounds of the due and expiry ranges still holding entries: the
-        # scans start there instead of at the family's start, so they do not
-        # walk over the deletions of earlier scans (RocksDB tombstones).
-        self._due_floor = 0
-        self._expiry_floor = 0
+        #: impressions by join key: [ts, id, campaign, cost, billed], (ts, id) order
+        self._imps: dict[str, list[list[Any]]] = {}
+        #: record keys of the impressions held (replays are stored once)
+        self._imp_keys: set[bytes] = set()
+        #: clicks held, by record key: their stored value (``{"o": None}`` while pending)
+        self._clicks: dict[bytes, dict[str, Any]] = {}
+        #: pending clicks, (due, ts, key, id): billing order
+        self._due: list[tuple[int, int, str, str]] = []
+        #: stored records, (ts, family, key, id): expiry order
+        self._expiry: list[tuple[int, bytes, str, str]] = []
+        self._delay = window.decision_delay
+        self._grace = window.grace
 
     # -- feeding ------------------------------------------------------------
     def on_impression(self, imp: Impression) -> list[ClickOutcome | Late]:
         """Add an impression; return what became final (and a Late if it is late)."""
-        rkey = keys.record_key(keys.IMPRESSION, imp.key, imp.ts, imp.impression_id)
-        if self.state.get(rkey) is not None:
-            return self._advance(LEFT, imp.ts)  # replayed: stored once
-        if self.window.is_late(imp.ts, self.marks.decided):
+        ts = imp.ts
+        rkey = keys.record_key(keys.IMPRESSION, imp.key, ts, imp.impression_id)
+        if rkey in self._imp_keys:
+            return self._advance(LEFT, ts)  # replayed: stored once
+        decided = self.marks.decided
+        if decided is not None and ts + self._grace < decided:
             self.late_count += 1
-            return [Late(imp, "impression", self._now()), *self._advance(LEFT, imp.ts)]
+            return [Late(imp, "impression", decided), *self._advance(LEFT, ts)]
         self.state.put(rkey, _dump({"campaign": imp.campaign, "cost": imp.cost, "billed": None}))
-        self.state.put_index(
-            keys.expiry_key(imp.ts, keys.IMPRESSION, imp.key, imp.impression_id), b""
-        )
-        return self._advance(LEFT, imp.ts)
+        self._hold_impression(imp.key, ts, imp.impression_id, imp.campaign, imp.cost, None, rkey)
+        return self._advance(LEFT, ts)
 
     def on_click(self, click: Click) -> list[ClickOutcome | Late]:
         """Add a click; return what became final (and a Late if it is late)."""
-        rkey = keys.record_key(keys.CLICK, click.key, click.ts, click.click_id)
-        known = self.state.get(rkey)
+        ts = click.ts
+        rkey = keys.record_key(keys.CLICK, click.key, ts, click.click_id)
+        known = self._clicks.get(rkey)
         if known is not None:
-            value = loads(known)
-            if value["o"] is None:
-                return self._advance(RIGHT, click.ts)  # replayed while pending
+            if known["o"] is None:
+                return self._advance(RIGHT, ts)  # replayed while pending
             # replayed after its outcome (e.g. after a crash): the same outcome
-            replayed = _outcome(click.key, click.ts, click.click_id, value)
-            return [replayed, *self._advance(RIGHT, click.ts)]
-        if self.window.is_late(click.ts, self.marks.decided):
+            replayed = _outcome(click.key, ts, click.click_id, known)
+            return [replayed, *self._advance(RIGHT, ts)]
+        decided = self.marks.decided
+        if decided is not None and ts + self._grace < decided:
             self.late_count += 1
-            return [Late(click, "click", self._now()), *self._advance(RIGHT, click.ts)]
-        self.state.put(rkey, _dump({"o": None}))
-        self.state.put_index(
-            keys.due_key(self.window.decided_after(click.ts), click.ts, click.key, click.click_id),
-            b"",
-        )
-        return self._advance(RIGHT, click.ts)
+            return [Late(click, "click", decided), *self._advance(RIGHT, ts)]
+        pending: dict[str, Any] = {"o": None}
+        self.state.put(rkey, _dump(pending))
+        self._clicks[rkey] = pending
+        heapq.heappush(self._due, (ts + self._delay, ts, click.key, click.click_id))
+        return self._advance(RIGHT, ts)
 
     def on_left(self, record: Impression) -> list[ClickOutcome | Late]:
         """:meth:`on_impression` (the policy protocol's name)."""
@@ -170,10 +183,7 @@ class TaskAttribution:
 
     def flush(self) -> list[ClickOutcome | Late]:
         """Decide every pending click (end of input, e.g. a batch run)."""
-        floor = self._due_floor
-        out: list[ClickOutcome | Late] = list(self._emit(keys.MAX_TS))
-        self._due_floor = floor
-        return out
+        return list(self._emit(keys.MAX_TS + 1))
 
     def checkpoint(self) -> None:
         """Persist the watermarks and decision time, then expire what they make unnecessary.
@@ -193,95 +203,110 @@ class TaskAttribution:
                 self._expire(self.marks.decided)
 
     def rebuild_indexes(self) -> None:
-        """Recreate the local due and expiry indexes from the content.
+        """Rebuild the mirror and the due and expiry orders from the state's content.
 
         The runtime calls it when a task is opened on a worker (its content
         may just have been restored from the changelog).
         """
-        self._due_floor = 0
-        self._expiry_floor = 0
-        for family in (keys.DUE, keys.EXPIRY):
-            for key, _ in self.state.scan(*keys.family_range(family)):
-                self.state.delete_index(key)
-        for key, _ in self.state.scan(*keys.family_range(keys.IMPRESSION)):
+        self._imps.clear()
+        self._imp_keys.clear()
+        self._clicks.clear()
+        self._due.clear()
+        self._expiry.clear()
+        for key, raw in self.state.scan(*keys.family_range(keys.IMPRESSION)):
             jkey, ts, rid = keys.decode_record_key(key)
-            self.state.put_index(keys.expiry_key(ts, keys.IMPRESSION, jkey, rid), b"")
+            imp = loads(raw)
+            self._hold_impression(jkey, ts, rid, imp["campaign"], imp["cost"], imp["billed"], key)
         for key, raw in self.state.scan(*keys.family_range(keys.CLICK)):
             jkey, ts, rid = keys.decode_record_key(key)
-            if loads(raw)["o"] is None:
-                due = self.window.decided_after(ts)
-                self.state.put_index(keys.due_key(due, ts, jkey, rid), b"")
+            value = loads(raw)
+            self._clicks[key] = value
+            if value["o"] is None:
+                self._due.append((ts + self._delay, ts, jkey, rid))
             else:
-                self.state.put_index(keys.expiry_key(ts, keys.CLICK, jkey, rid), b"")
+                self._expiry.append((ts, keys.CLICK, jkey, rid))
+        heapq.heapify(self._due)
+        heapq.heapify(self._expiry)
 
     # -- introspection ------------------------------------------------------
     def stored(self) -> int:
         """Records held in state (impressions, undecided and recently decided clicks)."""
-        return sum(
-            len(self.state.scan(*keys.family_range(f))) for f in (keys.IMPRESSION, keys.CLICK)
-        )
+        return len(self._imp_keys) + len(self._clicks)
 
     # -- internals ----------------------------------------------------------
-    def _now(self) -> int:
-        return self.marks.decided if self.marks.decided is not None else 0
+    def _hold_impression(
+        self,
+        jkey: str,
+        ts: int,
+        rid: str,
+        campaign: str,
+        cost: float,
+        billed: str | None,
+        rkey: bytes,
+    ) -> None:
+        row = [ts, rid, campaign, cost, billed]
+        held = self._imps.get(jkey)
+        if held is None:
+            self._imps[jkey] = [row]
+        else:
+            bisect.insort(held, row, key=_imp_order)
+        self._imp_keys.add(rkey)
+        heapq.heappush(self._expiry, (ts, keys.IMPRESSION, jkey, rid))
 
     def _advance(self, side: str | None, ts: int | None) -> list[ClickOutcome | Late]:
         """Note a record at *ts* on *side* (``None``: an idleness change) and
         decide what the new decision time makes final."""
         before = self.marks.decided
         if side is not None and ts is not None:
-            self.marks.observe(side, ts)
-        decided = self.marks.advance()
+            decided = self.marks.see(side, ts)
+        else:
+            decided = self.marks.advance()
         out: list[ClickOutcome | Late] = []
-        if decided is not None and decided != before:
+        if decided is not None and decided != before and self._due and self._due[0][0] < decided:
             out.extend(self._emit(decided))
         if self.auto_checkpoint:
             self.checkpoint()
         return out
 
     def _emit(self, decided: int) -> list[ClickOutcome]:
-        """Decide pending clicks whose due time is before *decided*, earliest first."""
+        """Decide pending clicks whose due time is before *decided*, earliest first
+        (due = ts + before + grace, so (due, ts, key, id) order is billing order)."""
         out: list[ClickOutcome] = []
-        due = self.state.scan(
-            keys.DUE + keys.ts_bytes(self._due_floor), keys.DUE + keys.ts_bytes(decided)
-        )
-        # new due times are >= decision time (a click that is not late has
-        # ts >= decided - grace), so nothing lands below the floor later
-        self._due_floor = max(self._due_floor, min(decided, keys.MAX_TS))
-        # due = ts + before + grace, so (due, ts, key, id) order is billing order
-        for dkey, _ in due:
-            _, ts, jkey, click_id = keys.decode_due(dkey)
-            self.state.delete_index(dkey)
-            outcome = self._decide(jkey, ts, click_id)
-            out.append(outcome)
+        due = self._due
+        while due and due[0][0] < decided:
+            _, ts, jkey, click_id = heapq.heappop(due)
+            out.append(self._decide(jkey, ts, click_id))
         return out
 
     def _decide(self, jkey: str, ts: int, click_id: str) -> ClickOutcome:
-        prefix = keys.record_prefix(keys.IMPRESSION, jkey)
         # impressions with imp.ts - before <= ts <= imp.ts + after, earliest (ts, id) first
-        lo = max(0, ts - self.window.after)
+        lo = ts - self.window.after
         hi = ts + self.window.before
-        matching = self.state.scan(prefix + keys.ts_bytes(lo), prefix + keys.ts_bytes(hi + 1))
-        value: dict[str, object]
-        if not matching:
+        match = None
+        for row in self._imps.get(jkey, ()):
+            if row[0] > hi:
+                break
+            if row[0] >= lo:
+                match = row
+                break
+        value: dict[str, Any]
+        if match is None:
             value = {"o": Outcome.UNATTRIBUTED.value}
         else:
-            ikey, raw = matching[0]
-            imp = loads(raw)
-            if imp["billed"] is None:
-                imp["billed"] = click_id
-                self.state.put(ikey, _dump(imp))
+            imp_ts, imp_id, campaign, cost, billed = match
+            if billed is None:
+                match[4] = billed = click_id
+                self.state.put(
+                    keys.record_key(keys.IMPRESSION, jkey, imp_ts, imp_id),
+                    _dump({"campaign": campaign, "cost": cost, "billed": billed}),
+                )
             # billed by this very click (a replay after a partial write) stays billed
-            kind = Outcome.ATTRIBUTED if imp["billed"] == click_id else Outcome.DUPLICATE
-            value = {
-                "o": kind.value,
-                "imp": keys.decode_record_key(ikey)[2],
-                "campaign": imp["campaign"],
-                "cost": imp["cost"],
-            }
-        self.state.put(keys.record_key(keys.CLICK, jkey, ts, click_id), _dump(value))
-        self.state.put_index(keys.expiry_key(ts, keys.CLICK, jkey, click_id), b"")
-        self._expiry_floor = min(self._expiry_floor, ts)
+            kind = Outcome.ATTRIBUTED if billed == click_id else Outcome.DUPLICATE
+            value = {"o": kind.value, "imp": imp_id, "campaign": campaign, "cost": cost}
+        rkey = keys.record_key(keys.CLICK, jkey, ts, click_id)
+        self.state.put(rkey, _dump(value))
+        self._clicks[rkey] = value
+        heapq.heappush(self._expiry, (ts, keys.CLICK, jkey, click_id))
         return _outcome(jkey, ts, click_id, value)
 
     def _expire(self, decided: int) -> None:
@@ -293,15 +318,24 @@ class TaskAttribution:
         that is not late.
         """
         horizon = decided - self.window.retention
-        if horizon <= 0:
-            return
-        start = keys.EXPIRY + keys.ts_bytes(self._expiry_floor)
-        for xkey, _ in self.state.scan(start, keys.EXPIRY + keys.ts_bytes(horizon)):
-            self.state.delete(keys.decode_expiry(xkey))
-            self.state.delete_index(xkey)
-        # impressions stored later have ts >= decided - grace >= horizon;
-        # a click decided later may be older: _decide lowers the floor for it
-        self._expiry_floor = max(self._expiry_floor, horizon)
+        expiry = self._expiry
+        while expiry and expiry[0][0] < horizon:
+            ts, family, jkey, rid = heapq.heappop(expiry)
+            rkey = keys.record_key(family, jkey, ts, rid)
+            self.state.delete(rkey)
+            if family == keys.IMPRESSION:
+                self._imp_keys.discard(rkey)
+                held = self._imps.get(jkey)
+                if held is not None:
+                    held[:] = [row for row in held if row[0] != ts or row[1] != rid]
+                    if not held:
+                        del self._imps[jkey]
+            else:
+                self._clicks.pop(rkey, None)
+
+
+def _imp_order(row: list[Any]) -> tuple[int, str]:
+    return row[0], row[1]
 
 
 def loads(raw: bytes | str) -> Any:

@@ -179,10 +179,12 @@ class PolicyTask(Generic[R]):
         return self.logic.decision_time
 
     def on_left(self, record: Any) -> Sequence[Emission]:
-        return self._encode(self.logic.on_left(record))
+        items = self.logic.on_left(record)
+        return self._encode(items) if items else []
 
     def on_right(self, record: Any) -> Sequence[Emission]:
-        return self._encode(self.logic.on_right(record))
+        items = self.logic.on_right(record)
+        return self._encode(items) if items else []
 
     def set_idle(self, side: str, idle: bool) -> Sequence[Emission]:
         return self._encode(self.logic.set_idle(side, idle))

@@ -56,6 +56,8 @@ class Watermarks:
         self.idle: set[str] = set()
         #: the highest decision time reached (``None``: nothing decided yet)
         self.decided: int | None = None
+        #: whether :attr:`decided` reflects every change so far (see :meth:`see`)
+        self._settled = True
 
     # -- changes --------------------------------------------------------------
     def observe(self, source: str, ts: int) -> None:
@@ -63,7 +65,22 @@ class Watermarks:
         current = self.marks[source]
         if current is None or ts > current:
             self.marks[source] = ts
-        self.idle.discard(source)
+            self._settled = False
+        if self.idle:
+            self.idle.discard(source)
+            self._settled = False
+
+    def see(self, source: str, ts: int) -> int | None:
+        """:meth:`observe` then :meth:`advance`, in one call: the per-record step.
+
+        A record that raises no watermark while every input is active changes
+        nothing, which is most of them: it is answered without recomputing.
+        """
+        current = self.marks[source]
+        if self._settled and current is not None and ts <= current and not self.idle:
+            return self.decided
+        self.observe(source, ts)
+        return self.advance()
 
     def set_idle(self, source: str, idle: bool) -> None:
         """The runtime says whether *source* is idle (see the module docstring)."""
@@ -73,12 +90,14 @@ class Watermarks:
             self.idle.add(source)
         else:
             self.idle.discard(source)
+        self._settled = False
 
     def advance(self) -> int | None:
         """Raise :attr:`decided` to the current decision time when it is higher; return it."""
         now = self.current()
         if now is not None and (self.decided is None or now > self.decided):
             self.decided = now
+        self._settled = True
         return self.decided
 
     # -- reading -------------------------------------------------------------
@@ -87,14 +106,19 @@ class Watermarks:
 
         ``None`` while an input that is not idle has seen nothing.
         """
+        if not self.idle:  # the common case, per record: every input active
+            marks = self.marks.values()
+            if None in marks:
+                return None
+            return min(marks)  # type: ignore[type-var]
         active = [s for s in self.inputs if s not in self.idle]
         if not active:
             known = [m for m in self.marks.values() if m is not None]
             return max(known) if known else None
-        marks = [self.marks[s] for s in active]
-        if any(m is None for m in marks):
+        values = [self.marks[s] for s in active]
+        if any(m is None for m in values):
             return None
-        return min(m for m in marks if m is not None)
+        return min(m for m in values if m is not None)
 
     # -- persistence ---------------------------------------------------------
     def encode(self) -> bytes:
@@ -112,6 +136,7 @@ class Watermarks:
         marks = cls(inputs)
         if raw is None:
             return marks
+        marks._settled = False  # set from bytes: the next see() recomputes
         if len(raw) == _WIDTH:
             legacy = int.from_bytes(raw, "big")
             marks.marks = dict.fromkeys(marks.inputs, legacy)

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from streamjoin.join import keys
+from streamjoin.join.json_out import dumps_sorted
 from streamjoin.join.policy import BadRecord, Emission, PolicyTask
 from streamjoin.join.state import KVState
 from streamjoin.join.window import JoinWindow
@@ -85,7 +85,7 @@ def encode_result(result: JoinResult) -> Emission:
     """
     left, right = result.ids
     doc = {"key": result.key, "left": _side_doc(result.left), "right": _side_doc(result.right)}
-    value = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+    value = dumps_sorted(doc)
     return Emission(JOINED, f"{left or ''}|{right or ''}".encode(), value)
 
 

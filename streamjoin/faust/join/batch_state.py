@@ -27,9 +27,10 @@ class BatchState:
         self._over: dict[bytes, bytes | None] = {}
         self._it: RdictIter | None = None
         self._it_db: Rdict | None = None
-        #: the overlay's keys, sorted, per first byte (a key family): records of
-        #: time-ordered families land at the end of theirs, and a family's list
-        #: only holds the batch's writes to it
+        #: the overlay's keys, sorted, per first byte (a key family), for the
+        #: families scanned in this batch only (a family's list is made at its
+        #: first scan and kept sorted from then on): a logic that reads from
+        #: memory pays nothing for it
         self._over_keys: dict[int, list[bytes]] = {}
         #: content writes of this batch in the order they were made, for the
         #: changelog: any prefix of it is a state the logic passed through
@@ -113,24 +114,27 @@ class BatchState:
 
     def _overlay(self, start: bytes, end: bytes) -> list[bytes]:
         """The overlay's keys in ``[start, end)``, in order."""
-        if not self._over_keys or start >= end:
+        if not self._over or start >= end:
             return []
         first = start[0] if start else 0
-        last = end[0] if end else 255
+        # no key of family end[0] is below a one-byte end (a family's end)
+        last = (end[0] - 1 if len(end) == 1 else end[0]) if end else 255
+        tracked = self._over_keys
         out: list[bytes] = []
-        for family in sorted(f for f in self._over_keys if first <= f <= last):
-            keys = self._over_keys[family]
+        for family in range(first, last + 1):
+            keys = tracked.get(family)
+            if keys is None:
+                keys = sorted(k for k in self._over if (k[0] if k else 0) == family)
+                tracked[family] = keys
             out.extend(keys[bisect.bisect_left(keys, start) : bisect.bisect_left(keys, end)])
         return out
 
     def _write(self, key: bytes, value: bytes | None) -> None:
-        if key not in self._over:
-            family = key[0] if key else 0
-            keys = self._over_keys.get(family)
-            if keys is None:
-                self._over_keys[family] = [key]
-            elif key > keys[-1]:
-                keys.append(key)
-            else:
-                bisect.insort(keys, key)
+        if self._over_keys and key not in self._over:
+            keys = self._over_keys.get(key[0] if key else 0)
+            if keys is not None:
+                if not keys or key > keys[-1]:
+                    keys.append(key)
+                else:
+                    bisect.insort(keys, key)
         self._over[key] = value
