@@ -213,6 +213,10 @@ class TaskAttribution:
         self._clicks.clear()
         self._due.clear()
         self._expiry.clear()
+        # rows of the due and expiry indexes a version before 0.2 kept in RocksDB
+        for family in (keys.DUE, keys.EXPIRY):
+            for key, _ in self.state.scan(*keys.family_range(family)):
+                self.state.delete_index(key)
         for key, raw in self.state.scan(*keys.family_range(keys.IMPRESSION)):
             jkey, ts, rid = keys.decode_record_key(key)
             imp = loads(raw)
