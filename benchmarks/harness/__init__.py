@@ -8,6 +8,7 @@
   and polling a worker's count until it has seen every record;
 * :mod:`.kafka`: topics, a changelog written before any worker starts, and the
   generator's backlog produced as fast as the broker takes it;
+* :mod:`.counter`: a count served over HTTP on loopback, for passes that are not faust apps;
 * :mod:`.ads`: the ad-monetization worker the join benchmarks run, and its join's
   figures read over HTTP.
 """

@@ -21,19 +21,27 @@ APP = "streamjoin.ads.app:app"
 JOIN_NAME = "billing"
 
 
-def settings(app_id: str, prefix: str, partitions: int, grace_ms: int) -> AdsSettings:
-    """The app as the benchmarks run it: the join alone.
+def settings(
+    app_id: str, prefix: str, partitions: int, grace_ms: int, *, live_table: bool = False
+) -> AdsSettings:
+    """The app as the benchmarks run it: by default the join alone.
 
     The example's live campaign table is two more agents that repartition every
-    impression, so it is off.
+    impression, so it is off unless *live_table* (the app's own default: on).
     """
     return AdsSettings(
         app_id=app_id,
         topic_prefix=prefix,
         partitions=partitions,
         grace_ms=grace_ms,
-        live_table=False,
+        live_table=live_table,
     )
+
+
+def changelog_topic(app_id: str) -> str:
+    """The changelog topic of the join's state table on the app *app_id*
+    (faust's ``<app id>-<table>-changelog``; the table is ``<join name>-state``)."""
+    return f"{app_id}-{JOIN_NAME}-state-changelog"
 
 
 def ads_worker(

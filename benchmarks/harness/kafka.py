@@ -6,22 +6,37 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from benchmarks.harness.report import Progress, say
 
+#: topic configs set explicitly on the throughput backlog's topics: the embedded broker
+#: reports only the configs a topic was created with, and Quix Streams derives its
+#: changelogs' configs from its inputs' ``retention.ms`` (a topic without one fails)
+RETAIN_ALL = {"retention.ms": "-1", "retention.bytes": "-1"}
 
-async def create_topics(bootstrap: str, names: Sequence[str], partitions: int) -> None:
-    """Create those of *names* that do not exist, *partitions* partitions each (replication 1)."""
+
+async def create_topics(
+    bootstrap: str,
+    names: Sequence[str],
+    partitions: int,
+    config: Mapping[str, str] | None = None,
+) -> None:
+    """Create those of *names* that do not exist, *partitions* partitions each (replication 1),
+    with the topic *config* (for example :data:`RETAIN_ALL`)."""
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
         existing = set(await admin.list_topics())
-        missing = [NewTopic(n, partitions, 1) for n in names if n not in existing]
+        missing = [
+            NewTopic(n, partitions, 1, topic_configs=dict(config or {}))
+            for n in names
+            if n not in existing
+        ]
         if missing:
             await admin.create_topics(missing)
     finally:
@@ -143,3 +158,34 @@ async def produce_backlog(bootstrap: str, config: Any) -> Backlog:
         await producer.stop()
     backlog.seconds = time.monotonic() - started
     return backlog
+
+
+async def topic_records(bootstrap: str, topic: str, rounds: int = 10) -> int | None:
+    """The records *topic* holds: the sum of its partitions' high watermarks.
+
+    The fetch response's high watermark is the one trusted (the embedded broker's
+    ``ListOffsets(latest)`` can lag after a many-record batch): each partition is read
+    from just before its ``ListOffsets`` end, at most *rounds* fetches of 0.5 s, and the
+    larger of the two ends is taken.  ``None``: the topic does not exist.
+    """
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, max_partition_fetch_bytes=2**16
+    )
+    await consumer.start()
+    try:
+        if topic not in await consumer.topics():
+            return None
+        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
+        listed = await consumer.end_offsets(tps)
+        consumer.assign(tps)
+        for tp in tps:
+            consumer.seek(tp, max(listed[tp] - 1, 0))
+        for _ in range(rounds):
+            if all(consumer.highwater(tp) is not None for tp in tps):
+                break
+            await consumer.getmany(timeout_ms=500, max_records=1)
+        return sum(max(int(listed[tp]), int(consumer.highwater(tp) or 0)) for tp in tps)
+    finally:
+        await consumer.stop()

@@ -156,3 +156,18 @@ class PeakRss:
 
             peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - self.rss_before
         return max(0, peak_kib) * 1024
+
+
+def process_peak_rss_bytes(pid: int | None) -> int | None:
+    """The peak resident set size (``VmHWM``) of the running process *pid* so far, in
+    bytes (``None``: no such process, or no ``/proc``)."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        return None
+    return None

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
@@ -100,6 +102,47 @@ def worker(
         extra_args=web_args(web_port) if web_port is not None else (),
         cwd=ROOT,
     )
+
+
+class ScriptProcess(WorkerProcess):
+    """A ``python -m <module> <args>`` child process (not a ``streamjoin worker``).
+
+    Started, watched and stopped like a worker (own process group, stopped by its
+    group id; own log file); used for the benchmarks' passes that are not faust apps.
+    """
+
+    def __init__(
+        self, module: str, args: Sequence[str], workdir: Path, name: str, *, cwd: Path = ROOT
+    ) -> None:
+        super().__init__(module, "", workdir / f"data-{name}", workdir / f"{name}.log", cwd=cwd)
+        self.module = module
+        self.args = list(args)
+
+    def start(self) -> ScriptProcess:
+        """Start the process; its output is appended to its log file."""
+        self.datadir.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(self.cwd), env.get("PYTHONPATH", "")) if p
+        )
+        self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", self.module, *self.args],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=str(self.cwd),
+                start_new_session=True,
+            )
+        return self
+
+
+def script(module: str, args: Sequence[str], workdir: Path, name: str) -> ScriptProcess:
+    """``python -m`` *module* *args* (not started), named *name* in *workdir*: its log is
+    ``<workdir>/<name>.log``, its own directory ``<workdir>/data-<name>``."""
+    return ScriptProcess(module, args, workdir, name)
 
 
 @contextlib.contextmanager

@@ -1,24 +1,37 @@
-"""Join benchmark: throughput against a read-only faust peer, end-to-end latency, state size.
+"""Join benchmark: throughput against a ceiling and two peers, end-to-end latency, state size.
 
 One run, one embedded broker, three parts (each can be skipped or sized down):
 
 1. **Throughput.** A backlog of ``--impressions`` impressions and their clicks
-   (the example's seeded generator, no malformed records) is produced to fresh
-   topics as fast as possible. Then, one after the other and each with its own
-   consumer group, three single-worker runs read the whole backlog:
+   (the example's seeded generator, no malformed records; 800,000 impressions
+   are about 980,000 records) is produced to fresh topics as fast as possible.
+   Then, one after the other, each in a process of its own and with its own
+   consumer group, these passes read the whole backlog:
 
-   * *peer*: a plain ``faust.App`` (faust-streaming's defaults) whose one agent
+   * *ceiling*: a bare ``AIOKafkaConsumer`` counting what ``getmany`` returns
+     (``bare_consumer.py``);
+   * *faust*: a plain ``faust.App`` (faust-streaming's defaults) whose one agent
      over both topics only counts records (``peer_app.py``): the ceiling
      of reading the input through faust;
-   * *streamjoin*: one worker of ``streamjoin.ads.app``;
-   * the peer again, after streamjoin (the machine's load drifts during a
+   * *streamjoin at its defaults*: one worker of ``streamjoin.ads.app`` with the
+     live per-campaign table on;
+   * *streamjoin, the join alone*: the same with the live table off;
+   * *Quix Streams*: ``join_interval`` of the two topics (``quix_app.py``; the
+     ``bench`` extra; "not run: <reason>" when it cannot run);
+   * faust again, after the others (the machine's load drifts during a
      run): the faster of its two passes is the one compared.
 
-   Both are watched the same way: their count (``GET /bench/count/`` and the
+   With ``--large-impressions`` (default 4,000,000, about 4.9M records; 0 skips
+   it) the ceiling and the join alone also read a larger backlog, and the join's
+   rate on it over its rate on the main one is reported (target: within 15%).
+
+   Every pass is watched the same way: its count (``GET /bench/count/``, or the
    join's ``stats.processed`` on ``GET /streamjoin/joins/``) is polled every
    0.1 s; the rate is the records counted between the first poll that sees a
    processed record and the first poll that sees all of them, over the time
-   between the two, so worker start-up and the group join are not timed.
+   between the two, so start-up and the group join are not timed. One table
+   gives each pass's rate, its share of the ceiling on the same backlog, the
+   peak RSS of its process and, for the joins, changelog records per input record.
 
 1b. **Scaling.** The same measurement for one worker on backlogs of 1 and 2
    partitions and for two workers of one group on part 1's backlog
@@ -44,10 +57,10 @@ One run, one embedded broker, three parts (each can be skipped or sized down):
 The parts are ``throughput.py``, ``scaling.py``, ``latency.py`` and ``state.py``,
 over the shared ``benchmarks/harness``; this file is their command line and summary.
 
-    python -m benchmarks.join [--impressions 200000] [--latency-seconds 30]
-                              [--latency-rate N ...] [--state-events 1000000]
-                              [--skip-throughput] [--skip-scaling] [--skip-latency]
-                              [--skip-state]
+    python -m benchmarks.join [--impressions 800000] [--large-impressions 4000000]
+                              [--latency-seconds 30] [--latency-rate N ...]
+                              [--state-events 1000000] [--skip-throughput] [--skip-quix]
+                              [--skip-scaling] [--skip-latency] [--skip-state]
 """
 
 from __future__ import annotations
@@ -85,13 +98,20 @@ def build_parser() -> argparse.ArgumentParser:
     add("--seed", type=int, default=1, help="generator seed [%(default)s]")
     add("--partitions", type=int, default=4, help="partitions of the input topics [%(default)s]")
     t = p.add_argument_group("throughput")
-    t.add_argument("--impressions", type=int, default=200_000, help="backlog size [%(default)s]")
+    t.add_argument("--impressions", type=int, default=800_000, help="backlog size [%(default)s]")
+    t.add_argument(
+        "--large-impressions",
+        type=int,
+        default=4_000_000,
+        help="the large backlog's size, for the join alone; 0 skips it [%(default)s]",
+    )
     t.add_argument("--grace-ms", type=int, default=10_000, help="the join's grace [%(default)s]")
     t.add_argument(
         "--timeout", type=float, default=900.0, help="per worker run, seconds [%(default)s]"
     )
     t.add_argument("--skip-throughput", action="store_true", help="skip part 1")
     t.add_argument("--skip-peer", action="store_true", help="part 1 without the faust peer")
+    t.add_argument("--skip-quix", action="store_true", help="part 1 without Quix Streams")
     t.add_argument("--skip-scaling", action="store_true", help="skip the scaling table (part 1b)")
     lat = p.add_argument_group("latency")
     lat.add_argument(
@@ -154,6 +174,12 @@ def argument_problems(args: argparse.Namespace) -> list[str]:
     need(args.seed >= 0, "--seed", "must be >= 0", args.seed)
     need(args.partitions >= 1, "--partitions", "must be >= 1", args.partitions)
     need(args.impressions >= 1_000, "--impressions", "must be >= 1000", args.impressions)
+    need(
+        args.large_impressions == 0 or args.large_impressions >= 1_000,
+        "--large-impressions",
+        "must be 0 (skip) or >= 1000",
+        args.large_impressions,
+    )
     need(
         args.grace_ms >= BACKLOG_JITTER_MS,
         "--grace-ms",

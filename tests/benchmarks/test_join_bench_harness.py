@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -167,12 +168,146 @@ def test_summary_rows_report_targets() -> None:
     assert rows["latency p99 ms at 4,000/s (grace 2000 ms)"][1:] == ["2,500", "<= 3,000", "met"]
 
 
+# -- the comparison table (issue 38) -------------------------------------------
+
+
+def _pass(label: str, rate: float, records: int = 1_000, **kw: object) -> join_throughput.Pass:
+    run = measure.Throughput(
+        label, records, measure.Sample(0.0, 0), measure.Sample(records / rate, records)
+    )
+    return join_throughput.Pass(label, run=run, **kw)  # type: ignore[arg-type]
+
+
+def test_share_of_the_ceiling() -> None:
+    assert join_throughput.share(50.0, 200.0) == 0.25
+    assert join_throughput.share(50.0, None) is None
+    assert join_throughput.share(50.0, math.nan) is None
+    assert join_throughput.share(50.0, 0.0) is None
+    assert join_throughput.share(math.nan, 200.0) is None
+    assert join_throughput.fmt_share(0.254) == "25%"
+    assert join_throughput.fmt_share(None) == ""
+
+
+def test_comparison_rows_share_each_backlogs_own_ceiling() -> None:
+    tp = join_throughput
+    passes = [
+        _pass(tp.CEILING, 100_000.0, ceiling=True),
+        _pass(tp.JOIN_ALONE, 25_000.0, rss_bytes=150 * 2**20, changelog_records=1_340),
+        tp.Pass(tp.QUIX, not_run="quixstreams is not installed"),
+        _pass(tp.CEILING, 50_000.0, 5_000, backlog=tp.LARGE, ceiling=True),
+        _pass(tp.JOIN_ALONE, 20_000.0, 5_000, backlog=tp.LARGE),
+    ]
+    rows = tp.comparison_rows(passes)
+    assert rows == [
+        [tp.CEILING, "1,000", "100,000", "100%", "", ""],
+        [tp.JOIN_ALONE, "1,000", "25,000", "25%", "150 MiB", "1.34"],
+        [tp.QUIX, "", "not run", "", "", ""],
+        [f"{tp.CEILING}, large backlog", "5,000", "50,000", "100%", "", ""],
+        [f"{tp.JOIN_ALONE}, large backlog", "5,000", "20,000", "40%", "", ""],
+    ]
+    text = printing.render_table(tp.COMPARISON_HEADERS, rows)
+    assert text.splitlines()[0].split("  ")[0].strip() == "pass"
+
+
+def test_comparison_rows_without_a_ceiling_have_no_share() -> None:
+    rows = join_throughput.comparison_rows([_pass(join_throughput.PEER, 9_000.0)])
+    assert rows == [[join_throughput.PEER, "1,000", "9,000", "", "", ""]]
+
+
+def test_changelog_records_per_input() -> None:
+    assert _pass("x", 10.0, 1_000, changelog_records=1_500).changelog_per_input == 1.5
+    assert _pass("x", 10.0, 1_000).changelog_per_input is None
+    assert join_throughput.Pass("x", not_run="why").changelog_per_input is None
+
+
+def test_large_backlog_ratio_is_within_15_percent() -> None:
+    assert join_throughput.large_ratio(20_000.0, 18_000.0) == 0.9
+    assert join_throughput.large_ratio(math.nan, 18_000.0) is None
+    assert join_throughput.large_ratio(20_000.0, math.nan) is None
+    assert join_throughput.large_ratio_ok(0.86) is True
+    assert join_throughput.large_ratio_ok(1.15) is True
+    assert join_throughput.large_ratio_ok(0.84) is False
+    assert join_throughput.large_ratio_ok(None) is None
+
+
+def test_summary_rows_with_every_pass() -> None:
+    tp = join_throughput
+    peer = _pass(tp.PEER, 10_000.0)
+    alone = _pass(tp.JOIN_ALONE, 25_000.0)
+    large = _pass(tp.JOIN_ALONE, 20_000.0, 5_000, backlog=tp.LARGE)
+    passes = [
+        _pass(tp.CEILING, 100_000.0, ceiling=True),
+        peer,
+        _pass(tp.JOIN_LIVE, 5_000.0),
+        alone,
+        tp.Pass(tp.QUIX, not_run="no"),
+        large,
+    ]
+    assert peer.run is not None and alone.run is not None
+    report = tp.ThroughputReport(kafka.Backlog(), peer.run, alone.run, {}, [peer.run], passes)
+    assert report.large_ratio == 0.8
+    rows = {row[0]: row[1:] for row in join.summary_rows(report, None, None)}
+    assert rows[f"{tp.CEILING} records/s"] == ["100,000", "", ""]
+    assert rows[f"{tp.JOIN_LIVE} / ceiling"] == ["5%", "", ""]
+    assert rows[f"{tp.QUIX} records/s"] == ["not run", "", ""]
+    assert rows["streamjoin / peer"] == ["250%", ">= 100%", "met"]
+    assert rows["streamjoin (join alone) large / main backlog"] == [
+        "80%",
+        "within 15%",
+        "NOT met",
+    ]
+    assert f"{tp.PEER} records/s" not in rows
+
+
+def test_quix_pass_says_why_it_did_not_run(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(join_throughput, "quix_missing", lambda: "quixstreams is not installed")
+    args = join.parse_args(["--skip-latency"])
+    broker: Any = None  # not reached: the pass returns before it starts anything
+    done, counts = join_throughput._run_quix(args, broker, Path(), "r", "p-", kafka.Backlog())
+    assert (done.label, done.not_run, done.run, counts) == (
+        join_throughput.QUIX,
+        "quixstreams is not installed",
+        None,
+        {},
+    )
+    assert "not run: quixstreams is not installed" in capsys.readouterr().out
+    rows = join_throughput.comparison_rows([done])
+    assert rows == [[join_throughput.QUIX, "", "not run", "", "", ""]]
+
+
+def test_peak_rss_of_a_process() -> None:
+    import os
+
+    rss = measure.process_peak_rss_bytes(os.getpid())
+    assert rss is None or rss > 0
+    assert measure.process_peak_rss_bytes(None) is None
+
+
+def test_count_is_served_on_loopback() -> None:
+    from benchmarks.harness import counter
+    from streamjoin.dev.broker import free_port
+
+    counts = {"processed": 0}
+    port = free_port()
+    server = counter.serve_counts(port, counts)
+    try:
+        counts["processed"] = 42
+        assert join_throughput.peer_processed(port) == 42
+        assert workers.http_json(f"http://127.0.0.1:{port}/elsewhere") is None
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 # -- arguments -----------------------------------------------------------------
 
 
 def test_defaults_are_valid() -> None:
     args = join.parse_args([])
-    assert args.impressions == 200_000
+    assert args.impressions == 800_000
+    assert args.large_impressions == 4_000_000
     assert args.partitions == 4
     assert args.latency_seconds == 30.0
     assert args.state_events == 1_000_000
@@ -184,6 +319,7 @@ def test_defaults_are_valid() -> None:
     [
         (["--impressions", "10"], "--impressions: must be >= 1000, got 10"),
         (["--partitions", "0"], "--partitions: must be >= 1"),
+        (["--large-impressions", "10"], "--large-impressions: must be 0 (skip) or >= 1000"),
         (["--grace-ms", "500"], "--grace-ms: must be >= the backlog's generator jitter"),
         (["--latency-seconds", "0"], "--latency-seconds: must be a positive number"),
         (["--latency-seconds", "nan"], "--latency-seconds: must be a positive number"),
