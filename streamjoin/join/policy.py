@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from streamjoin.join.errors import JoinError
 from streamjoin.join.state import KVState
@@ -56,8 +56,7 @@ class BadRecord(JoinError):
         self.reason = reason
 
 
-@dataclass(frozen=True)
-class Emission:
+class Emission(NamedTuple):
     """One record the join sends to its output ``output``."""
 
     output: str
