@@ -112,6 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--skip-throughput", action="store_true", help="skip part 1")
     t.add_argument("--skip-peer", action="store_true", help="part 1 without the faust peer")
     t.add_argument("--skip-quix", action="store_true", help="part 1 without Quix Streams")
+    t.add_argument("--skip-ceiling", action="store_true", help="part 1 without the ceiling")
+    t.add_argument(
+        "--skip-live", action="store_true", help="part 1 without the app at its defaults"
+    )
     t.add_argument("--skip-scaling", action="store_true", help="skip the scaling table (part 1b)")
     lat = p.add_argument_group("latency")
     lat.add_argument(

@@ -259,8 +259,11 @@ def run_throughput(
     backlog = _produce(args, broker, prefix, args.impressions)
     passes: list[Pass] = []
 
-    say("(a) ceiling: a bare aiokafka consumer reading both topics, no processing ...")
-    passes.append(_run_ceiling(args, broker, workdir, run_id, prefix, backlog, MAIN))
+    if args.skip_ceiling:
+        passes.append(Pass(CEILING, MAIN, not_run="skipped (--skip-ceiling)", ceiling=True))
+    else:
+        say("(a) ceiling: a bare aiokafka consumer reading both topics, no processing ...")
+        passes.append(_run_ceiling(args, broker, workdir, run_id, prefix, backlog, MAIN))
 
     if not args.skip_peer:
         say("(b) faust: a plain faust.App counting both topics, one worker ...")
@@ -268,12 +271,15 @@ def run_throughput(
 
     # before the join alone: the live table also reads the attributed-outcome topic,
     # which then holds only this pass's outcomes
-    say(f"(c) streamjoin at its defaults (live table on; grace {args.grace_ms} ms) ...")
-    live, _ = _run_streamjoin(
-        args, broker, workdir, "streamjoin-live", f"{run_id}-sj-live", prefix, backlog,
-        JOIN_LIVE, MAIN, live=True,
-    )  # fmt: skip
-    passes.append(live)
+    if args.skip_live:
+        passes.append(Pass(JOIN_LIVE, MAIN, not_run="skipped (--skip-live)"))
+    else:
+        say(f"(c) streamjoin at its defaults (live table on; grace {args.grace_ms} ms) ...")
+        live, _ = _run_streamjoin(
+            args, broker, workdir, "streamjoin-live", f"{run_id}-sj-live", prefix, backlog,
+            JOIN_LIVE, MAIN, live=True,
+        )  # fmt: skip
+        passes.append(live)
 
     say(f"(d) streamjoin, the join alone (live table off; grace {args.grace_ms} ms) ...")
     alone, join_stats = _run_streamjoin(
