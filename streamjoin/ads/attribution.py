@@ -42,6 +42,8 @@ from streamjoin.join.watermarks import Watermarks
 from streamjoin.join.window import JoinWindow
 
 __all__ = [
+    "SEGMENTS",
+    "CampaignCounts",
     "Click",
     "ClickOutcome",
     "Impression",
@@ -50,6 +52,25 @@ __all__ = [
     "attribute",
     "loads",
 ]
+
+
+#: state segments per retention: state expires, and campaign counts fold, a
+#: whole segment (retention / SEGMENTS of event time) at a time, so a task holds
+#: at most 1 / SEGMENTS more than the retention needs
+SEGMENTS = 8
+
+
+class CampaignCounts(NamedTuple):
+    """What a task (or a worker, summed) counted for one campaign."""
+
+    impressions: int
+    billed_clicks: int
+    spend: float
+
+
+def _micros(cost: object) -> int:
+    """A cost in millionths: sums that do not depend on the order of additions."""
+    return round(float(cost) * 1_000_000) if isinstance(cost, int | float) else 0
 
 
 class Impression(NamedTuple):
@@ -100,6 +121,15 @@ class TaskAttribution:
     written while records flow, and read once, by :meth:`rebuild_indexes`, when
     the task opens (call it after a restore). What the mirror holds is what
     the state holds: records within the retention behind decision time.
+
+    State expires a time segment (an eighth of the retention, :data:`SEGMENTS`)
+    at a time, once all of it is behind the retention. The task also keeps each
+    campaign's counts (impressions stored, clicks billed, spend): the
+    records it holds plus what expired, folded into one record per campaign
+    before the records go (:meth:`campaign_counts`). They are a view of the
+    state, so they are exact whatever a crash cut: a campaign's folded record
+    says up to which event time its records are in it, and a record of such a
+    segment still in the state (its delete cut off) is not counted twice.
     """
 
     def __init__(
@@ -126,13 +156,23 @@ class TaskAttribution:
         self._expiry: list[tuple[int, bytes, str, str]] = []
         self._delay = window.decision_delay
         self._grace = window.grace
+        #: records older than this are gone (expired at the last checkpoint), even
+        #: when they are still held (a segment expires whole, a little later)
+        self._horizon = self._expiry_horizon()
+        self._segment = max(1, window.retention // SEGMENTS)
+        #: per campaign: [records before this time are folded, impressions, billed
+        #: clicks, spend (micros)]
+        self._folded: dict[str, list[int]] = {}
+        #: per campaign: [impressions, billed clicks, spend (micros)] of records held
+        #: that are not folded
+        self._live: dict[str, list[int]] = {}
 
     # -- feeding ------------------------------------------------------------
     def on_impression(self, imp: Impression) -> list[ClickOutcome | Late]:
         """Add an impression; return what became final (and a Late if it is late)."""
         ts = imp.ts
         rkey = keys.record_key(keys.IMPRESSION, imp.key, ts, imp.impression_id)
-        if rkey in self._imp_keys:
+        if rkey in self._imp_keys and ts >= self._horizon:
             return self._advance(LEFT, ts)  # replayed: stored once
         decided = self.marks.decided
         if decided is not None and ts + self._grace < decided:
@@ -140,13 +180,14 @@ class TaskAttribution:
             return [Late(imp, "impression", decided), *self._advance(LEFT, ts)]
         self.state.put(rkey, _dump({"campaign": imp.campaign, "cost": imp.cost, "billed": None}))
         self._hold_impression(imp.key, ts, imp.impression_id, imp.campaign, imp.cost, None, rkey)
+        self._count(imp.campaign, ts, 1, 0, 0)
         return self._advance(LEFT, ts)
 
     def on_click(self, click: Click) -> list[ClickOutcome | Late]:
         """Add a click; return what became final (and a Late if it is late)."""
         ts = click.ts
         rkey = keys.record_key(keys.CLICK, click.key, ts, click.click_id)
-        known = self._clicks.get(rkey)
+        known = self._clicks.get(rkey) if ts >= self._horizon else None
         if known is not None:
             if known["o"] is None:
                 return self._advance(RIGHT, ts)  # replayed while pending
@@ -214,6 +255,18 @@ class TaskAttribution:
         self._clicks.clear()
         self._due.clear()
         self._expiry.clear()
+        self._folded.clear()
+        self._live.clear()
+        self._horizon = self._expiry_horizon()
+        for key, raw in self.state.scan(*keys.family_range(keys.CAMPAIGN)):
+            campaign = keys.decode_campaign(key)
+            folded = loads(raw)
+            self._folded[campaign] = [
+                folded["before"],
+                folded["impressions"],
+                folded["billed"],
+                folded["spend"],
+            ]
         # rows of the due and expiry indexes a version before 0.2 kept in RocksDB
         for family in (keys.DUE, keys.EXPIRY):
             for key, _ in self.state.scan(*keys.family_range(family)):
@@ -222,6 +275,7 @@ class TaskAttribution:
             jkey, ts, rid = keys.decode_record_key(key)
             imp = loads(raw)
             self._hold_impression(jkey, ts, rid, imp["campaign"], imp["cost"], imp["billed"], key)
+            self._count(imp["campaign"], ts, 1, 0, 0)
         for key, raw in self.state.scan(*keys.family_range(keys.CLICK)):
             jkey, ts, rid = keys.decode_record_key(key)
             value = loads(raw)
@@ -230,6 +284,8 @@ class TaskAttribution:
                 self._due.append((ts + self._delay, ts, jkey, rid))
             else:
                 self._expiry.append((ts, keys.CLICK, jkey, rid))
+                if value["o"] == Outcome.ATTRIBUTED.value:
+                    self._count(value["campaign"], ts, 0, 1, _micros(value["cost"]))
         heapq.heapify(self._due)
         heapq.heapify(self._expiry)
 
@@ -238,7 +294,38 @@ class TaskAttribution:
         """Records held in state (impressions, undecided and recently decided clicks)."""
         return len(self._imp_keys) + len(self._clicks)
 
+    def campaign_counts(self) -> dict[str, CampaignCounts]:
+        """Per campaign, what this task stored and billed since it began: impressions
+        stored (not late, each id once), clicks billed and their spend (see the
+        class docstring: exact after a crash)."""
+        out = {}
+        for campaign in sorted({*self._folded, *self._live}):
+            folded = self._folded.get(campaign, [-1, 0, 0, 0])
+            live = self._live.get(campaign, [0, 0, 0])
+            out[campaign] = CampaignCounts(
+                folded[1] + live[0], folded[2] + live[1], (folded[3] + live[2]) / 1_000_000
+            )
+        return out
+
     # -- internals ----------------------------------------------------------
+    def _expiry_horizon(self) -> int:
+        """Event time below which records are gone (the last checkpoint's expiry)."""
+        decided = self.marks.decided
+        return -1 if decided is None else decided - self.window.retention
+
+    def _count(self, campaign: str, ts: int, imps: int, billed: int, spend: int) -> None:
+        """Count a record held in state, unless it is folded already."""
+        folded = self._folded.get(campaign)
+        if folded is not None and ts < folded[0]:
+            return
+        live = self._live.get(campaign)
+        if live is None:
+            self._live[campaign] = [imps, billed, spend]
+        else:
+            live[0] += imps
+            live[1] += billed
+            live[2] += spend
+
     def _hold_impression(
         self,
         jkey: str,
@@ -307,6 +394,8 @@ class TaskAttribution:
                 )
             # billed by this very click (a replay after a partial write) stays billed
             kind = Outcome.ATTRIBUTED if billed == click_id else Outcome.DUPLICATE
+            if kind is Outcome.ATTRIBUTED:
+                self._count(campaign, ts, 0, 1, _micros(cost))
             value = {"o": kind.value, "imp": imp_id, "campaign": campaign, "cost": cost}
         rkey = keys.record_key(keys.CLICK, jkey, ts, click_id)
         self.state.put(rkey, _dump(value))
@@ -315,28 +404,76 @@ class TaskAttribution:
         return _outcome(jkey, ts, click_id, value)
 
     def _expire(self, decided: int) -> None:
-        """Drop impressions and decided clicks no pending or future click needs.
+        """Drop impressions and decided clicks no pending or future click needs,
+        a whole segment at a time, folding them into their campaign's counts first.
 
         A non-late click has ``ts >= decided - grace`` and a pending one
         ``ts >= decided - before - grace``; neither can match an impression
         older than decided - retention, nor be a replay of a click that old
-        that is not late.
+        that is not late. Segments entirely older than that go: each campaign
+        with records in them gets its folded counts written, then the records
+        are deleted (a state cut between the two still counts each once).
         """
-        horizon = decided - self.window.retention
+        self._horizon = horizon = decided - self.window.retention
+        cut = horizon // self._segment * self._segment
         expiry = self._expiry
-        while expiry and expiry[0][0] < horizon:
+        if not expiry or expiry[0][0] >= cut:
+            return
+        gone = []
+        delta: dict[str, list[int]] = {}
+        while expiry and expiry[0][0] < cut:
             ts, family, jkey, rid = heapq.heappop(expiry)
             rkey = keys.record_key(family, jkey, ts, rid)
-            self.state.delete(rkey)
+            gone.append(rkey)
             if family == keys.IMPRESSION:
                 self._imp_keys.discard(rkey)
-                held = self._imps.get(jkey)
-                if held is not None:
-                    held[:] = [row for row in held if row[0] != ts or row[1] != rid]
-                    if not held:
-                        del self._imps[jkey]
+                held = self._imps.get(jkey, [])
+                for i, row in enumerate(held):
+                    if row[0] == ts and row[1] == rid:
+                        del held[i]
+                        self._fold(delta, row[2], ts, 1, 0, 0)
+                        break
+                if not held:
+                    self._imps.pop(jkey, None)
             else:
-                self._clicks.pop(rkey, None)
+                value = self._clicks.pop(rkey, None)
+                if value is not None and value["o"] == Outcome.ATTRIBUTED.value:
+                    self._fold(delta, value["campaign"], ts, 0, 1, _micros(value["cost"]))
+        for campaign, (imps, billed, spend) in sorted(delta.items()):
+            folded = self._folded.setdefault(campaign, [-1, 0, 0, 0])
+            folded[0] = cut
+            folded[1] += imps
+            folded[2] += billed
+            folded[3] += spend
+            live = self._live[campaign]
+            live[0] -= imps
+            live[1] -= billed
+            live[2] -= spend
+            self.state.put(
+                keys.campaign_key(campaign),
+                _dump({"before": cut, "impressions": folded[1], "billed": folded[2],
+                       "spend": folded[3]}),
+            )  # fmt: skip
+        for rkey in gone:
+            self.state.delete(rkey)
+
+    def _fold(
+        self,
+        delta: dict[str, list[int]],
+        campaign: str,
+        ts: int,
+        imps: int,
+        billed: int,
+        spend: int,
+    ) -> None:
+        """Note an expiring record's counts for its campaign, unless folded already."""
+        folded = self._folded.get(campaign)
+        if folded is not None and ts < folded[0]:
+            return
+        add = delta.setdefault(campaign, [0, 0, 0])
+        add[0] += imps
+        add[1] += billed
+        add[2] += spend
 
 
 def _imp_order(row: list[Any]) -> tuple[int, str]:

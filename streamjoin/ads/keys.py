@@ -9,8 +9,12 @@ family layout                                       value
 ``c``  ``c`` key ts id                              a click and its outcome
 ``d``  ``d`` due ts key id   (index, local)         pending click, by due time
 ``x``  ``x`` ts kind key id  (index, local)         expiry order
+``k``  ``k`` campaign                               a campaign's folded counts
 ``p``  ``p`` side                                   next input offset of a side (runtime)
 ====== ============================================ =========================
+
+The due and expiry orders (``d``, ``x``) were RocksDB rows before 0.2; they are
+in memory now, and a task that opens drops rows an earlier version left.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from streamjoin.join.keys import (
 )
 
 __all__ = [
+    "CAMPAIGN",
     "CLICK",
     "DUE",
     "EXPIRY",
@@ -35,6 +40,8 @@ __all__ = [
     "IMPRESSION",
     "MAX_TS",
     "STREAM_TIME",
+    "campaign_key",
+    "decode_campaign",
     "decode_due",
     "decode_expiry",
     "decode_record_key",
@@ -47,6 +54,7 @@ __all__ = [
 ]
 
 STREAM_TIME = b"t"
+CAMPAIGN = b"k"
 IMPRESSION = b"i"
 CLICK = b"c"
 DUE = b"d"
@@ -58,6 +66,7 @@ FAMILY_NAMES: dict[int, str] = {
     IMPRESSION[0]: "impressions",
     CLICK[0]: "clicks",
     DUE[0]: "due index",
+    CAMPAIGN[0]: "campaign counts",
     EXPIRY[0]: "expiry index",
     POSITION[0]: "positions",
 }
@@ -74,6 +83,16 @@ def decode_due(raw: bytes) -> tuple[int, int, str, str]:
     ts = int.from_bytes(raw[9:17], "big")
     key, at = read_text(raw, 17)
     return due, ts, key, raw[at:].decode()
+
+
+def campaign_key(campaign: str) -> bytes:
+    """Key of a campaign's folded counts."""
+    return CAMPAIGN + text_bytes(campaign)
+
+
+def decode_campaign(raw: bytes) -> str:
+    """The campaign of a campaign key."""
+    return read_text(raw, 1)[0]
 
 
 def expiry_key(ts: int, family: bytes, key: str, rid: str) -> bytes:

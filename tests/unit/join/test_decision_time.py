@@ -16,7 +16,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamjoin.ads.attribution import Click, ClickOutcome, Impression, TaskAttribution, attribute
+from streamjoin.ads.attribution import (
+    CampaignCounts,
+    Click,
+    ClickOutcome,
+    Impression,
+    Outcome,
+    TaskAttribution,
+    attribute,
+)
 from streamjoin.join.policy import LEFT, RIGHT, Late
 from streamjoin.join.state import MemoryState
 from streamjoin.join.watermarks import Watermarks
@@ -35,7 +43,13 @@ def ad_events(draw: st.DrawFn) -> tuple[list[Impression], list[Click], JoinWindo
     )
     keys = [f"a{i}" for i in range(draw(st.integers(1, 4)))]
     imps = [
-        Impression(draw(st.sampled_from(keys)), f"i{n}", draw(st.integers(0, 300)), "c", 0.5)
+        Impression(
+            draw(st.sampled_from(keys)),
+            f"i{n}",
+            draw(st.integers(0, 300)),
+            draw(st.sampled_from(["c", "d"])),
+            draw(st.sampled_from([0.5, 0.25, 1.1])),
+        )
         for n in range(draw(st.integers(0, 10)))
     ]
     clicks = [
@@ -73,12 +87,12 @@ def _run_with_crash(
     sizes: list[int],
     crashed: int,
     cut_at: float,
-) -> tuple[list[Any], list[Late], list[Any]]:
+) -> tuple[list[Any], list[Late], list[Any], Any]:
     """Feed *order* in batches, crash during batch *crashed* (the changelog cut at a
     fraction *cut_at* of that batch's changes), restore, replay from the batch's start.
 
-    Returns every emitted result, the late items of the first run and the
-    records reported late on replay.
+    Returns every emitted result, the late items of the first run, the
+    records reported late on replay and the task that replayed.
     """
     bounds = [0]
     for size in sizes:
@@ -114,7 +128,7 @@ def _run_with_crash(
     crashed_batch = [r for _, r in order[bounds[crashed] : bounds[crashed + 1]]]
     # a replayed record may be reported late only if the cut batch had applied it
     assert all(item.record in crashed_batch for item in replayed_late)
-    return results, late, crashed_batch
+    return results, late, crashed_batch, second
 
 
 def _check_ads(
@@ -129,7 +143,7 @@ def _check_ads(
     order = _interleave(
         _own_order(imps, window.grace, rnd), _own_order(clicks, window.grace, rnd), mode, rnd
     )
-    results, late, _ = _run_with_crash(
+    results, late, _, task = _run_with_crash(
         lambda state: TaskAttribution(window, state, auto_checkpoint=False),
         order,
         sizes,
@@ -141,7 +155,19 @@ def _check_ads(
     for item in results:
         got.setdefault(item.click_id, set()).add(item)
     assert {c: len(o) for c, o in got.items() if len(o) != 1} == {}, "two outcomes for a click"
-    assert {c: next(iter(o)) for c, o in got.items()} == attribute(imps, clicks, window)
+    reference = attribute(imps, clicks, window)
+    assert {c: next(iter(o)) for c, o in got.items()} == reference
+    # the per-campaign counts, a view of the state: exact whatever the cut
+    billed = [o for o in reference.values() if o.outcome is Outcome.ATTRIBUTED]
+    want = {
+        c: CampaignCounts(
+            sum(1 for i in imps if i.campaign == c),
+            sum(1 for o in billed if o.campaign == c),
+            sum(round((o.cost or 0.0) * 1e6) for o in billed if o.campaign == c) / 1e6,
+        )
+        for c in sorted({i.campaign for i in imps})
+    }
+    assert task.campaign_counts() == want
 
 
 @settings(max_examples=400, deadline=None)
@@ -209,7 +235,7 @@ def test_windowed_joins_equal_the_reference_and_nothing_is_late_for_any_fetch_or
     order = _interleave(
         _own_order(lefts, window.grace, rnd), _own_order(rights, window.grace, rnd), mode, rnd
     )
-    results, late, _ = _run_with_crash(
+    results, late, _, _ = _run_with_crash(
         lambda state: TaskWindowedJoin(kind, window, state), order, sizes, crashed, cut_at
     )
     assert late == []
