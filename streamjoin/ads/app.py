@@ -14,27 +14,26 @@ Every click gets exactly one outcome, keyed by its ``click_id`` (topics in
 * ``unattributed-clicks``: clicks with no impression of their auction in the window.
 
 Undecodable and late records go to ``ads-dead-letters`` with the reason.
-``campaign-stats`` is a live per-campaign table (impressions, billed clicks,
-spend, CTR); ``GET /campaigns/`` on a worker with the web server shows its
-share of it.
+The join also counts impressions, billed clicks and spend per campaign in its
+own state (exact, restored with it); ``GET /campaigns/`` on a worker with the
+web server shows its share with the CTR (:class:`CampaignStats`).
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from streamjoin._lazy import lazy_attributes
+from streamjoin.ads.attribution import CampaignCounts
 from streamjoin.ads.errors import AdsConfigError
-from streamjoin.ads.policy import ATTRIBUTION_WINDOW_MS, AdAttribution, decode_impression
+from streamjoin.ads.policy import ATTRIBUTION_WINDOW_MS, AdAttribution
 from streamjoin.ads.topics import AdTopics
-from streamjoin.join.policy import BadRecord
 from streamjoin.join.window import JoinWindow
 
-__all__ = ["AdsApp", "AdsSettings", "create_app", "policy_from_env"]
+__all__ = ["AdsApp", "AdsSettings", "CampaignStats", "create_app", "policy_from_env"]
 
 _FALSE = ("0", "false", "no", "off")
 
@@ -50,8 +49,9 @@ class AdsSettings:
         grace_ms: how far out of event-time order records may arrive
             (``ADS_GRACE_MS``, default 10000).
         max_idle_ms: longest wait for a lagging input (``ADS_MAX_IDLE_MS``, default 2000).
-        live_table: the live per-campaign table (two more agents and two
-            repartition topics); ``ADS_LIVE_TABLE=0`` turns it off.
+        live_table: the live per-campaign table's page (``GET /campaigns/``);
+            ``ADS_LIVE_TABLE=0`` turns it off. The join counts per campaign
+            either way: it costs no agent, topic or record of its own.
         archive_dir: when set, also archive both inputs and the three outcome
             topics as hour-partitioned Parquet under it, exactly once per record
             (``ADS_ARCHIVE_DIR``; needs ``streamjoin[archive]``).
@@ -133,7 +133,7 @@ class AdsApp:
     app: Any
     settings: AdsSettings
     billing: Any
-    campaign_stats: Any | None
+    campaign_stats: CampaignStats | None
 
 
 def create_app(settings: AdsSettings | None = None) -> AdsApp:
@@ -168,57 +168,62 @@ def create_app(settings: AdsSettings | None = None) -> AdsApp:
                 "late": billing.dead_letters,
             },
         )
-    stats = _add_live_table(app, settings, impressions, billing) if settings.live_table else None
+    stats = _add_live_table(app, billing) if settings.live_table else None
     return AdsApp(app=app, settings=settings, billing=billing, campaign_stats=stats)
 
 
-def _campaign_of_impression(value: bytes) -> str:
-    try:
-        return decode_impression(None, value).campaign
-    except BadRecord:
-        return ""  # counted by the join's dead-letter topic, not here
+class CampaignStats:
+    """The live per-campaign table: impressions, billed clicks and spend per campaign,
+    summed over this worker's join tasks (its share of the whole).
 
-
-def _add_live_table(app: Any, settings: AdsSettings, impressions: Any, billing: Any) -> Any:
-    """campaign → {impressions, billed_clicks, spend}: a live view, at least once.
-
-    A crash may count an event twice here; billing is exact.
+    The counts are kept by the join itself, in each task's state
+    (:meth:`~streamjoin.ads.attribution.TaskAttribution.campaign_counts`): made
+    durable with the batch that changed them and restored with the task, so
+    they are exact after ``kill -9``. A task's counts are those of every
+    impression it stored (each id once, late ones not) and every click it
+    billed, since the task began.
     """
-    stats = app.Table(
-        f"{settings.topic_prefix}campaign-stats", default=dict, partitions=settings.partitions
-    )
 
-    def bump(campaign: str, **delta: float) -> None:
-        row = dict(stats[campaign])
-        for name, amount in delta.items():
-            row[name] = round(row.get(name, 0) + amount, 6)
-        stats[campaign] = row
+    def __init__(self, billing: Any) -> None:
+        self.billing = billing
 
-    @app.agent(impressions)
-    async def count_impressions(stream: Any) -> Any:
-        """Impressions per campaign."""
-        async for value in stream.group_by(_campaign_of_impression, name="by-campaign"):
-            campaign = _campaign_of_impression(value)
-            if campaign:
-                bump(campaign, impressions=1)
+    def counts(self) -> dict[str, CampaignCounts]:
+        """Campaign -> this worker's counts (its live tasks'), sorted by campaign."""
+        totals: dict[str, list[float]] = {}
+        for _, task in sorted(self.billing.tasks.live.items()):
+            logic = getattr(task.logic, "logic", None)  # the policy's per-task logic
+            if logic is None:
+                continue
+            for campaign, counts in logic.campaign_counts().items():
+                row = totals.setdefault(campaign, [0, 0, 0.0])
+                for i, value in enumerate(counts):
+                    row[i] += value
+        return {
+            campaign: CampaignCounts(int(row[0]), int(row[1]), round(row[2], 6))
+            for campaign, row in sorted(totals.items())
+        }
 
-    @app.agent(billing.outputs["attributed"])
-    async def count_billed(stream: Any) -> Any:
-        """Billed clicks and spend per campaign."""
-        async for value in stream.group_by(
-            lambda v: json.loads(v)["campaign"], name="billed-by-campaign"
-        ):
-            outcome = json.loads(value)
-            bump(outcome["campaign"], billed_clicks=1, spend=outcome["cost"])
+    def rows(self) -> dict[str, dict[str, float | int | None]]:
+        """:meth:`counts` as JSON rows, with the click-through rate (billed / impressions)."""
+        return {
+            campaign: {
+                "impressions": c.impressions,
+                "billed_clicks": c.billed_clicks,
+                "spend": c.spend,
+                "ctr": c.billed_clicks / c.impressions if c.impressions else None,
+            }
+            for campaign, c in self.counts().items()
+        }
+
+
+def _add_live_table(app: Any, billing: Any) -> CampaignStats:
+    """The per-campaign table's page, ``GET /campaigns/`` (this worker's share)."""
+    stats = CampaignStats(billing)
 
     @app.page("/campaigns/")
     async def campaigns_page(web: Any, request: Any) -> Any:
-        """This worker's share of the per-campaign table, with CTR."""
-        rows = {}
-        for campaign, row in sorted(stats.items()):
-            shown = row.get("impressions", 0)
-            rows[campaign] = {**row, "ctr": row.get("billed_clicks", 0) / shown if shown else None}
-        return web.json(rows)
+        """This worker's share of the per-campaign counts, with CTR."""
+        return web.json(stats.rows())
 
     return stats
 

@@ -9,10 +9,11 @@ and acknowledged, and between the RocksDB write and the input acks. It is
 restarted on the same data directory with the next point, crashing again at
 its 3rd batch, until every point was reached; then it runs without one. Every
 decided click then has exactly one distinct outcome (replays are
-byte-identical), the reference's, no valid record is late, and its RocksDB
-equals its changelog restored. (One worker crashing at each point in turn
-costs a fifth of five separate runs, and each restart also recovers from the
-crash before it.)
+byte-identical), the reference's, no valid record is late, its RocksDB
+equals its changelog restored, and the app's per-campaign table (kept in the
+join's state) counts every impression and billed click exactly once. (One
+worker crashing at each point in turn costs a fifth of five separate runs, and
+each restart also recovers from the crash before it.)
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ from pathlib import Path
 
 import pytest
 from paced_ads import assert_local_states_are_their_changelog
-from test_join_workers import PARTITIONS, AdRun, _check_against_reference
+from test_join_workers import PARTITIONS, AdRun, _check_against_reference, _joins_page
 
 from streamjoin.ads.generator import generate
-from streamjoin.dev.broker import EmbeddedBroker
+from streamjoin.dev.broker import EmbeddedBroker, free_port
 from streamjoin.faust.join.fault_points import ENV, EXIT_STATUS
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
@@ -45,8 +46,9 @@ def test_a_crash_at_each_durability_step_loses_and_doubles_nothing(
     broker: EmbeddedBroker, tmp_path: Path
 ) -> None:
     ads = AdRun(broker, tmp_path, "ads-crashes")
+    port = free_port()
     try:
-        worker = ads.worker("w1")
+        worker = ads.worker("w1", "--with-web", "--web-port", str(port), "--web-bind", "127.0.0.1")
         events = list(generate(ads.config(malformed_rate=0.0, impressions=8_000, seed=5)))
         chunks = [events[i : i + 250] for i in range(0, len(events), 250)]
         for point in CRASH_POINTS:
@@ -74,6 +76,7 @@ def test_a_crash_at_each_durability_step_loses_and_doubles_nothing(
         _check_against_reference(outcomes, ads.reference())
         late = [r for r in ads.dead_letters() if b"late" in dict(r.headers)["streamjoin-reason"]]
         assert late == []
+        assert _joins_page(port, "/campaigns/") == ads.campaign_counts()
         assert worker.stop(timeout=30) == 0
         topic = f"{ads.app_id}-billing-state-changelog"
         assert_local_states_are_their_changelog(broker.bootstrap, topic, PARTITIONS, [worker])

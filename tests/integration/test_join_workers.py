@@ -118,6 +118,25 @@ class AdRun:
         everything = attribute(impressions, clicks, WINDOW)
         return {cid: o for cid, o in everything.items() if cid in decided}
 
+    def campaign_counts(self) -> dict[str, dict[str, Any]]:
+        """What the app's per-campaign table must say once every decided click is
+        out: every valid impression stored once, the decided clicks billed, their
+        spend (the tail's clicks are not decided yet)."""
+        impressions, _ = _valid(p.event for p in self.produced)
+        billed = [o for o in self.reference().values() if o.outcome.value == "attributed"]
+        out: dict[str, dict[str, Any]] = {}
+        for campaign in sorted({i.campaign for i in impressions}):
+            shown = sum(1 for i in impressions if i.campaign == campaign)
+            mine = [o for o in billed if o.campaign == campaign]
+            micros = sum(round((o.cost or 0.0) * 1_000_000) for o in mine)
+            out[campaign] = {
+                "impressions": shown,
+                "billed_clicks": len(mine),
+                "spend": round(micros / 1_000_000, 6),
+                "ctr": len(mine) / shown,
+            }
+        return out
+
     def wait_for_outcomes(self, timeout: float = 150.0) -> dict[str, list[dict[str, Any]]]:
         expected = set(self.reference())
 
@@ -472,11 +491,12 @@ def test_impressions_fetched_after_all_their_clicks_are_not_late(ads: AdRun) -> 
     assert len(reference) > 100
 
 
-def _joins_page(port: int) -> dict[str, Any] | None:
-    """``GET /streamjoin/joins/`` of the worker at *port*, ``None`` until it answers."""
+def _joins_page(port: int, path: str = "/streamjoin/joins/") -> dict[str, Any] | None:
+    """``GET /streamjoin/joins/`` (or *path*) of the worker at *port*, ``None`` until
+    it answers."""
     import urllib.request
 
-    url = f"http://127.0.0.1:{port}/streamjoin/joins/"
+    url = f"http://127.0.0.1:{port}{path}"
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback only
     try:
         with opener.open(url, timeout=2) as response:
