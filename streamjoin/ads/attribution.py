@@ -23,7 +23,6 @@ persists its state and the Spark side applies the same rules in batch.
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import json
 from collections.abc import Iterable
@@ -145,7 +144,9 @@ class TaskAttribution:
         self._saved = self.marks.encode()
         self.late_count = 0
         #: impressions by join key: [ts, id, campaign, cost, billed], (ts, id) order
-        self._imps: dict[str, list[list[Any]]] = {}
+        #: (tuples of atoms: the cyclic collector stops tracking them, so a large
+        #: window's state costs its full collections little)
+        self._imps: dict[str, tuple[_Row, ...]] = {}
         #: record keys of the impressions held (replays are stored once)
         self._imp_keys: set[bytes] = set()
         #: clicks held, by record key: their stored value (``{"o": None}`` while pending)
@@ -336,12 +337,12 @@ class TaskAttribution:
         billed: str | None,
         rkey: bytes,
     ) -> None:
-        row = [ts, rid, campaign, cost, billed]
+        row: _Row = (ts, rid, campaign, cost, billed)
         held = self._imps.get(jkey)
         if held is None:
-            self._imps[jkey] = [row]
+            self._imps[jkey] = (row,)
         else:
-            bisect.insort(held, row, key=_imp_order)
+            self._imps[jkey] = tuple(sorted((*held, row), key=_imp_order))
         self._imp_keys.add(rkey)
         heapq.heappush(self._expiry, (ts, keys.IMPRESSION, jkey, rid))
 
@@ -375,11 +376,13 @@ class TaskAttribution:
         lo = ts - self.window.after
         hi = ts + self.window.before
         match = None
-        for row in self._imps.get(jkey, ()):
+        at = 0
+        held = self._imps.get(jkey, ())
+        for i, row in enumerate(held):
             if row[0] > hi:
                 break
             if row[0] >= lo:
-                match = row
+                match, at = row, i
                 break
         value: dict[str, Any]
         if match is None:
@@ -387,7 +390,8 @@ class TaskAttribution:
         else:
             imp_ts, imp_id, campaign, cost, billed = match
             if billed is None:
-                match[4] = billed = click_id
+                billed = click_id
+                self._imps[jkey] = (*held[:at], (*match[:4], billed), *held[at + 1 :])
                 self.state.put(
                     keys.record_key(keys.IMPRESSION, jkey, imp_ts, imp_id),
                     _dump({"campaign": campaign, "cost": cost, "billed": billed}),
@@ -427,13 +431,15 @@ class TaskAttribution:
             gone.append(rkey)
             if family == keys.IMPRESSION:
                 self._imp_keys.discard(rkey)
-                held = self._imps.get(jkey, [])
+                held = self._imps.get(jkey, ())
                 for i, row in enumerate(held):
                     if row[0] == ts and row[1] == rid:
-                        del held[i]
+                        held = (*held[:i], *held[i + 1 :])
                         self._fold(delta, row[2], ts, 1, 0, 0)
                         break
-                if not held:
+                if held:
+                    self._imps[jkey] = held
+                else:
                     self._imps.pop(jkey, None)
             else:
                 value = self._clicks.pop(rkey, None)
@@ -476,7 +482,11 @@ class TaskAttribution:
         add[2] += spend
 
 
-def _imp_order(row: list[Any]) -> tuple[int, str]:
+#: an impression held in memory: (ts, id, campaign, cost, billed click id or None)
+_Row = tuple[int, str, str, float, str | None]
+
+
+def _imp_order(row: _Row) -> tuple[int, str]:
     return row[0], row[1]
 
 
