@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -61,6 +62,8 @@ if TYPE_CHECKING:
     from faust.types import TP, AppT, ConsumerT, EventT
 
 __all__ = ["FETCH_MAX_WAIT_MS", "Intake"]
+
+logger = logging.getLogger(__name__)
 
 #: seconds between looks at the buffer while a fetch waits for room
 ROOM_POLL_S = 0.2
@@ -113,11 +116,14 @@ class Intake:
         self._room.set()
         #: fetched records of the join not accepted, whose partition was sought back to them
         self.sought_back = 0
+        #: shared topics already warned about (see :meth:`_warn_shared`)
+        self._warned: set[str] = set()
 
     def install(self) -> None:
         """Register the intake on the app's consumer's fetch chain; called at each
         rebalance, it also looks again at which topics other agents read."""
         self.exclusive = self._exclusive()
+        self._warn_shared()
         consumer = self.app.consumer
         if self.installed_on is consumer:
             return
@@ -182,6 +188,32 @@ class Intake:
         counts = {t: readers(self.app, t) for t in self.topics}
         return frozenset(t for t, n in counts.items() if n is not None and n <= 1)
 
+    def _warn_shared(self) -> None:
+        """Say once per topic that another agent reads a topic of the join: faust
+        asks for the next fetch only once it has handed every record of the
+        previous one to every reader of it (waiting while a reader's stream
+        buffer is full), so the join, whose records come from those fetches,
+        runs no faster than faust delivers that topic to its slowest reader,
+        and in bursts (all of one fetch at once, then nothing while faust
+        delivers it record by record)."""
+        for topic in sorted(self.topics - self.exclusive - self._warned):
+            self._warned.add(topic)
+            others = sorted(
+                str(getattr(agent, "name", agent))
+                for agent in getattr(self.app, "agents", {}).values()
+                if topic in _topic_names(agent)
+                and not str(getattr(agent, "name", "")).startswith("streamjoin.join.")
+            )
+            logger.warning(
+                "join input %s is also read by %s: the join gets its records only as "
+                "fast as faust delivers that topic record by record to every reader "
+                "(the slowest agent's pace, in bursts), its other input included. "
+                "For the join's own pace, read the topic in another app (its own "
+                "consumer group) or read the join's outputs instead",
+                topic,
+                ", ".join(others) or "another channel",
+            )
+
     def ack(self, side: str, partition: int, first: int, last: int) -> None:
         """The join applied offsets ``first..last`` of input *side*'s *partition*,
         durably: ack them (:func:`ack_range`), or, for a shared topic, ack the
@@ -222,3 +254,9 @@ class Intake:
         """A batch took buffered records (or they were dropped): fetching may go on."""
         if self.buffered() < self.high_water:
             self._room.set()
+
+
+def _topic_names(agent: object) -> frozenset[str]:
+    """The topic names *agent* reads (none when it reads a plain channel)."""
+    names = getattr(agent, "get_topic_names", None)
+    return frozenset(names()) if callable(names) else frozenset()
