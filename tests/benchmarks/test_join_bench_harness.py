@@ -257,6 +257,9 @@ def test_summary_rows_with_every_pass() -> None:
         "NOT met",
     ]
     assert f"{tp.PEER} records/s" not in rows
+    # issue 38's targets
+    assert rows[f"{tp.JOIN_ALONE} records/s (issue 38)"] == ["25,000", ">= 100,000", "NOT met"]
+    assert rows[f"{tp.JOIN_LIVE} / join alone"] == ["20%", ">= 60%", "NOT met"]
 
 
 def test_quix_pass_says_why_it_did_not_run(
