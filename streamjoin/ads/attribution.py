@@ -18,23 +18,30 @@ after a crash yields the same outcome again (effectively once, by key).
 
 :class:`TaskAttribution` is the whole per-task state machine: feed it records
 in arrival order, it returns what to emit. It does no I/O; the runtime
-persists its state and the Spark side applies the same rules in batch.
+persists its state and the Spark side applies the same rules in batch. The
+records, outcomes and the reference (:func:`attribute`) are in
+:mod:`streamjoin.ads.events` (re-exported here).
 """
 
 from __future__ import annotations
 
 import heapq
-import json
-from collections.abc import Iterable
-from enum import StrEnum
-from typing import Any, NamedTuple
-
-try:  # a faster JSON codec for the state's values and the inputs (a dependency)
-    import orjson as _orjson
-except ImportError:  # pragma: no cover - the json module does the same, slower
-    _orjson = None  # type: ignore[assignment]
+from typing import Any
 
 from streamjoin.ads import keys
+from streamjoin.ads.campaigns import CampaignTally
+from streamjoin.ads.events import (
+    CampaignCounts,
+    Click,
+    ClickOutcome,
+    Impression,
+    Outcome,
+    attribute,
+    dump_state,
+    loads,
+    micros,
+    outcome_from_state,
+)
 from streamjoin.join.policy import LEFT, RIGHT, SIDES, Late
 from streamjoin.join.state import KVState, MemoryState
 from streamjoin.join.watermarks import Watermarks
@@ -57,56 +64,6 @@ __all__ = [
 #: whole segment (retention / SEGMENTS of event time) at a time, so a task holds
 #: at most 1 / SEGMENTS more than the retention needs
 SEGMENTS = 8
-
-
-class CampaignCounts(NamedTuple):
-    """What a task (or a worker, summed) counted for one campaign."""
-
-    impressions: int
-    billed_clicks: int
-    spend: float
-
-
-def _micros(cost: object) -> int:
-    """A cost in millionths: sums that do not depend on the order of additions."""
-    return round(float(cost) * 1_000_000) if isinstance(cost, int | float) else 0
-
-
-class Impression(NamedTuple):
-    """An impression (the left input). Records are named tuples: made per input
-    record, they cost a fraction of a frozen dataclass."""
-
-    key: str
-    impression_id: str
-    ts: int
-    campaign: str = ""
-    cost: float = 0.0
-
-
-class Click(NamedTuple):
-    """A click (the right input)."""
-
-    key: str
-    click_id: str
-    ts: int
-
-
-class Outcome(StrEnum):
-    ATTRIBUTED = "attributed"
-    DUPLICATE = "duplicate"
-    UNATTRIBUTED = "unattributed"
-
-
-class ClickOutcome(NamedTuple):
-    """The final outcome of one click (keyed by ``click_id``)."""
-
-    click_id: str
-    key: str
-    click_ts: int
-    outcome: Outcome
-    impression_id: str | None = None
-    campaign: str | None = None
-    cost: float | None = None
 
 
 class TaskAttribution:
@@ -161,12 +118,8 @@ class TaskAttribution:
         #: when they are still held (a segment expires whole, a little later)
         self._horizon = self._expiry_horizon()
         self._segment = max(1, window.retention // SEGMENTS)
-        #: per campaign: [records before this time are folded, impressions, billed
-        #: clicks, spend (micros)]
-        self._folded: dict[str, list[int]] = {}
-        #: per campaign: [impressions, billed clicks, spend (micros)] of records held
-        #: that are not folded
-        self._live: dict[str, list[int]] = {}
+        #: per campaign: impressions stored, clicks billed, spend
+        self.campaigns = CampaignTally()
 
     # -- feeding ------------------------------------------------------------
     def on_impression(self, imp: Impression) -> list[ClickOutcome | Late]:
@@ -179,9 +132,11 @@ class TaskAttribution:
         if decided is not None and ts + self._grace < decided:
             self.late_count += 1
             return [Late(imp, "impression", decided), *self._advance(LEFT, ts)]
-        self.state.put(rkey, _dump({"campaign": imp.campaign, "cost": imp.cost, "billed": None}))
+        self.state.put(
+            rkey, dump_state({"campaign": imp.campaign, "cost": imp.cost, "billed": None})
+        )
         self._hold_impression(imp.key, ts, imp.impression_id, imp.campaign, imp.cost, None, rkey)
-        self._count(imp.campaign, ts, 1, 0, 0)
+        self.campaigns.count(imp.campaign, ts, 1, 0, 0)
         return self._advance(LEFT, ts)
 
     def on_click(self, click: Click) -> list[ClickOutcome | Late]:
@@ -193,14 +148,14 @@ class TaskAttribution:
             if known["o"] is None:
                 return self._advance(RIGHT, ts)  # replayed while pending
             # replayed after its outcome (e.g. after a crash): the same outcome
-            replayed = _outcome(click.key, ts, click.click_id, known)
+            replayed = outcome_from_state(click.key, ts, click.click_id, known)
             return [replayed, *self._advance(RIGHT, ts)]
         decided = self.marks.decided
         if decided is not None and ts + self._grace < decided:
             self.late_count += 1
             return [Late(click, "click", decided), *self._advance(RIGHT, ts)]
         pending: dict[str, Any] = {"o": None}
-        self.state.put(rkey, _dump(pending))
+        self.state.put(rkey, dump_state(pending))
         self._clicks[rkey] = pending
         heapq.heappush(self._due, (ts + self._delay, ts, click.key, click.click_id))
         return self._advance(RIGHT, ts)
@@ -256,18 +211,8 @@ class TaskAttribution:
         self._clicks.clear()
         self._due.clear()
         self._expiry.clear()
-        self._folded.clear()
-        self._live.clear()
         self._horizon = self._expiry_horizon()
-        for key, raw in self.state.scan(*keys.family_range(keys.CAMPAIGN)):
-            campaign = keys.decode_campaign(key)
-            folded = loads(raw)
-            self._folded[campaign] = [
-                folded["before"],
-                folded["impressions"],
-                folded["billed"],
-                folded["spend"],
-            ]
+        self.campaigns.load(self.state)
         # rows of the due and expiry indexes a version before 0.2 kept in RocksDB
         for family in (keys.DUE, keys.EXPIRY):
             for key, _ in self.state.scan(*keys.family_range(family)):
@@ -276,7 +221,7 @@ class TaskAttribution:
             jkey, ts, rid = keys.decode_record_key(key)
             imp = loads(raw)
             self._hold_impression(jkey, ts, rid, imp["campaign"], imp["cost"], imp["billed"], key)
-            self._count(imp["campaign"], ts, 1, 0, 0)
+            self.campaigns.count(imp["campaign"], ts, 1, 0, 0)
         for key, raw in self.state.scan(*keys.family_range(keys.CLICK)):
             jkey, ts, rid = keys.decode_record_key(key)
             value = loads(raw)
@@ -286,7 +231,7 @@ class TaskAttribution:
             else:
                 self._expiry.append((ts, keys.CLICK, jkey, rid))
                 if value["o"] == Outcome.ATTRIBUTED.value:
-                    self._count(value["campaign"], ts, 0, 1, _micros(value["cost"]))
+                    self.campaigns.count(value["campaign"], ts, 0, 1, micros(value["cost"]))
         heapq.heapify(self._due)
         heapq.heapify(self._expiry)
 
@@ -297,35 +242,15 @@ class TaskAttribution:
 
     def campaign_counts(self) -> dict[str, CampaignCounts]:
         """Per campaign, what this task stored and billed since it began: impressions
-        stored (not late, each id once), clicks billed and their spend (see the
-        class docstring: exact after a crash)."""
-        out = {}
-        for campaign in sorted({*self._folded, *self._live}):
-            folded = self._folded.get(campaign, [-1, 0, 0, 0])
-            live = self._live.get(campaign, [0, 0, 0])
-            out[campaign] = CampaignCounts(
-                folded[1] + live[0], folded[2] + live[1], (folded[3] + live[2]) / 1_000_000
-            )
-        return out
+        stored (not late, each id once), clicks billed and their spend (exact after
+        a crash: :mod:`streamjoin.ads.campaigns`)."""
+        return self.campaigns.counts()
 
     # -- internals ----------------------------------------------------------
     def _expiry_horizon(self) -> int:
         """Event time below which records are gone (the last checkpoint's expiry)."""
         decided = self.marks.decided
         return -1 if decided is None else decided - self.window.retention
-
-    def _count(self, campaign: str, ts: int, imps: int, billed: int, spend: int) -> None:
-        """Count a record held in state, unless it is folded already."""
-        folded = self._folded.get(campaign)
-        if folded is not None and ts < folded[0]:
-            return
-        live = self._live.get(campaign)
-        if live is None:
-            self._live[campaign] = [imps, billed, spend]
-        else:
-            live[0] += imps
-            live[1] += billed
-            live[2] += spend
 
     def _hold_impression(
         self,
@@ -394,18 +319,18 @@ class TaskAttribution:
                 self._imps[jkey] = (*held[:at], (*match[:4], billed), *held[at + 1 :])
                 self.state.put(
                     keys.record_key(keys.IMPRESSION, jkey, imp_ts, imp_id),
-                    _dump({"campaign": campaign, "cost": cost, "billed": billed}),
+                    dump_state({"campaign": campaign, "cost": cost, "billed": billed}),
                 )
             # billed by this very click (a replay after a partial write) stays billed
             kind = Outcome.ATTRIBUTED if billed == click_id else Outcome.DUPLICATE
             if kind is Outcome.ATTRIBUTED:
-                self._count(campaign, ts, 0, 1, _micros(cost))
+                self.campaigns.count(campaign, ts, 0, 1, micros(cost))
             value = {"o": kind.value, "imp": imp_id, "campaign": campaign, "cost": cost}
         rkey = keys.record_key(keys.CLICK, jkey, ts, click_id)
-        self.state.put(rkey, _dump(value))
+        self.state.put(rkey, dump_state(value))
         self._clicks[rkey] = value
         heapq.heappush(self._expiry, (ts, keys.CLICK, jkey, click_id))
-        return _outcome(jkey, ts, click_id, value)
+        return outcome_from_state(jkey, ts, click_id, value)
 
     def _expire(self, decided: int) -> None:
         """Drop impressions and decided clicks no pending or future click needs,
@@ -435,7 +360,7 @@ class TaskAttribution:
                 for i, row in enumerate(held):
                     if row[0] == ts and row[1] == rid:
                         held = (*held[:i], *held[i + 1 :])
-                        self._fold(delta, row[2], ts, 1, 0, 0)
+                        self.campaigns.note(delta, row[2], ts, 1, 0, 0)
                         break
                 if held:
                     self._imps[jkey] = held
@@ -444,42 +369,10 @@ class TaskAttribution:
             else:
                 value = self._clicks.pop(rkey, None)
                 if value is not None and value["o"] == Outcome.ATTRIBUTED.value:
-                    self._fold(delta, value["campaign"], ts, 0, 1, _micros(value["cost"]))
-        for campaign, (imps, billed, spend) in sorted(delta.items()):
-            folded = self._folded.setdefault(campaign, [-1, 0, 0, 0])
-            folded[0] = cut
-            folded[1] += imps
-            folded[2] += billed
-            folded[3] += spend
-            live = self._live[campaign]
-            live[0] -= imps
-            live[1] -= billed
-            live[2] -= spend
-            self.state.put(
-                keys.campaign_key(campaign),
-                _dump({"before": cut, "impressions": folded[1], "billed": folded[2],
-                       "spend": folded[3]}),
-            )  # fmt: skip
+                    self.campaigns.note(delta, value["campaign"], ts, 0, 1, micros(value["cost"]))
+        self.campaigns.fold(delta, cut, self.state)
         for rkey in gone:
             self.state.delete(rkey)
-
-    def _fold(
-        self,
-        delta: dict[str, list[int]],
-        campaign: str,
-        ts: int,
-        imps: int,
-        billed: int,
-        spend: int,
-    ) -> None:
-        """Note an expiring record's counts for its campaign, unless folded already."""
-        folded = self._folded.get(campaign)
-        if folded is not None and ts < folded[0]:
-            return
-        add = delta.setdefault(campaign, [0, 0, 0])
-        add[0] += imps
-        add[1] += billed
-        add[2] += spend
 
 
 #: an impression held in memory: (ts, id, campaign, cost, billed click id or None)
@@ -488,71 +381,3 @@ _Row = tuple[int, str, str, float, str | None]
 
 def _imp_order(row: _Row) -> tuple[int, str]:
     return row[0], row[1]
-
-
-def loads(raw: bytes | str) -> Any:
-    """JSON decoded by orjson when it is installed, else by :mod:`json`.
-
-    A document orjson rejects is given to :mod:`json`, which accepts a little
-    more (``NaN``, integers beyond 64 bits, lone surrogates): either way the
-    result is what :func:`json.loads` returns, or its error.
-    """
-    if _orjson is not None:
-        try:
-            return _orjson.loads(raw)
-        except _orjson.JSONDecodeError:
-            pass
-    return json.loads(raw)
-
-
-def _dump(value: dict[str, object]) -> bytes:
-    """Compact JSON of a state value (orjson's when installed: the same
-    document, so either reads what the other wrote)."""
-    if _orjson is not None:
-        return _orjson.dumps(value)
-    return json.dumps(value, separators=(",", ":")).encode()
-
-
-def _outcome(key: str, ts: int, click_id: str, value: dict[str, object]) -> ClickOutcome:
-    kind = Outcome(str(value["o"]))
-    if kind is Outcome.UNATTRIBUTED:
-        return ClickOutcome(click_id, key, ts, kind)
-    cost = value["cost"]
-    return ClickOutcome(
-        click_id,
-        key,
-        ts,
-        kind,
-        str(value["imp"]),
-        str(value["campaign"]),
-        float(cost) if isinstance(cost, int | float) else None,
-    )
-
-
-def attribute(
-    impressions: Iterable[Impression], clicks: Iterable[Click], window: JoinWindow
-) -> dict[str, ClickOutcome]:
-    """The reference: every click's outcome computed directly from all events.
-
-    Same rules as :class:`TaskAttribution`, no ordering, no state: what a batch
-    job (and the tests) compare the stream against.
-    """
-    by_key: dict[str, list[Impression]] = {}
-    for imp in impressions:
-        by_key.setdefault(imp.key, []).append(imp)
-    billed: set[str] = set()
-    out: dict[str, ClickOutcome] = {}
-    for click in sorted(clicks, key=lambda c: (c.ts, c.click_id)):
-        matching = [i for i in by_key.get(click.key, ()) if window.matches(i.ts, click.ts)]
-        if not matching:
-            out[click.click_id] = ClickOutcome(
-                click.click_id, click.key, click.ts, Outcome.UNATTRIBUTED
-            )
-            continue
-        imp = min(matching, key=lambda i: (i.ts, i.impression_id))
-        kind = Outcome.DUPLICATE if imp.impression_id in billed else Outcome.ATTRIBUTED
-        billed.add(imp.impression_id)
-        out[click.click_id] = ClickOutcome(
-            click.click_id, click.key, click.ts, kind, imp.impression_id, imp.campaign, imp.cost
-        )
-    return out
