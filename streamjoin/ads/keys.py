@@ -7,8 +7,8 @@ family layout                                       value
 ``t``  ``t``                                        stream time (8 bytes)
 ``i``  ``i`` key ts id                              an impression (JSON)
 ``c``  ``c`` key ts id                              a click and its outcome
-``d``  ``d`` due ts key id   (index, local)         pending click, by due time
-``x``  ``x`` ts kind key id  (index, local)         expiry order
+``d``  ``d`` ...              (before 0.2 only)      pending click, by due time
+``x``  ``x`` ...              (before 0.2 only)      expiry order
 ``k``  ``k`` campaign                               a campaign's folded counts
 ``p``  ``p`` side                                   next input offset of a side (runtime)
 ====== ============================================ =========================
@@ -42,11 +42,7 @@ __all__ = [
     "STREAM_TIME",
     "campaign_key",
     "decode_campaign",
-    "decode_due",
-    "decode_expiry",
     "decode_record_key",
-    "due_key",
-    "expiry_key",
     "family_range",
     "record_key",
     "record_prefix",
@@ -72,19 +68,6 @@ FAMILY_NAMES: dict[int, str] = {
 }
 
 
-def due_key(due: int, ts: int, key: str, rid: str) -> bytes:
-    """Index key of a pending click, ordered by when it can be decided."""
-    return DUE + ts_bytes(due) + ts_bytes(ts) + text_bytes(key) + rid.encode()
-
-
-def decode_due(raw: bytes) -> tuple[int, int, str, str]:
-    """``(due, ts, key, id)`` of a due key."""
-    due = int.from_bytes(raw[1:9], "big")
-    ts = int.from_bytes(raw[9:17], "big")
-    key, at = read_text(raw, 17)
-    return due, ts, key, raw[at:].decode()
-
-
 def campaign_key(campaign: str) -> bytes:
     """Key of a campaign's folded counts."""
     return CAMPAIGN + text_bytes(campaign)
@@ -93,15 +76,3 @@ def campaign_key(campaign: str) -> bytes:
 def decode_campaign(raw: bytes) -> str:
     """The campaign of a campaign key."""
     return read_text(raw, 1)[0]
-
-
-def expiry_key(ts: int, family: bytes, key: str, rid: str) -> bytes:
-    """Index key that expires record ``family/key/ts/rid`` once ``ts`` is old."""
-    return EXPIRY + ts_bytes(ts) + family + text_bytes(key) + rid.encode()
-
-
-def decode_expiry(raw: bytes) -> bytes:
-    """The record key an expiry key points at."""
-    family = raw[9:10]
-    key, at = read_text(raw, 10)
-    return record_key(family, key, int.from_bytes(raw[1:9], "big"), raw[at:].decode())
