@@ -112,8 +112,6 @@ class TaskAttribution:
         self._due: list[tuple[int, int, str, str]] = []
         #: stored records, (ts, family, key, id): expiry order
         self._expiry: list[tuple[int, bytes, str, str]] = []
-        self._delay = window.decision_delay
-        self._grace = window.grace
         #: records older than this are gone (expired at the last checkpoint), even
         #: when they are still held (a segment expires whole, a little later)
         self._horizon = self._expiry_horizon()
@@ -128,10 +126,9 @@ class TaskAttribution:
         rkey = keys.record_key(keys.IMPRESSION, imp.key, ts, imp.impression_id)
         if rkey in self._imp_keys and ts >= self._horizon:
             return self._advance(LEFT, ts)  # replayed: stored once
-        decided = self.marks.decided
-        if decided is not None and ts + self._grace < decided:
+        if self.window.is_late(ts, self.marks.decided):
             self.late_count += 1
-            return [Late(imp, "impression", decided), *self._advance(LEFT, ts)]
+            return [Late(imp, "impression", self._now()), *self._advance(LEFT, ts)]
         self.state.put(
             rkey, dump_state({"campaign": imp.campaign, "cost": imp.cost, "billed": None})
         )
@@ -150,14 +147,14 @@ class TaskAttribution:
             # replayed after its outcome (e.g. after a crash): the same outcome
             replayed = outcome_from_state(click.key, ts, click.click_id, known)
             return [replayed, *self._advance(RIGHT, ts)]
-        decided = self.marks.decided
-        if decided is not None and ts + self._grace < decided:
+        if self.window.is_late(ts, self.marks.decided):
             self.late_count += 1
-            return [Late(click, "click", decided), *self._advance(RIGHT, ts)]
+            return [Late(click, "click", self._now()), *self._advance(RIGHT, ts)]
         pending: dict[str, Any] = {"o": None}
         self.state.put(rkey, dump_state(pending))
         self._clicks[rkey] = pending
-        heapq.heappush(self._due, (ts + self._delay, ts, click.key, click.click_id))
+        due = self.window.decided_after(ts)
+        heapq.heappush(self._due, (due, ts, click.key, click.click_id))
         return self._advance(RIGHT, ts)
 
     def on_left(self, record: Impression) -> list[ClickOutcome | Late]:
@@ -227,7 +224,7 @@ class TaskAttribution:
             value = loads(raw)
             self._clicks[key] = value
             if value["o"] is None:
-                self._due.append((ts + self._delay, ts, jkey, rid))
+                self._due.append((self.window.decided_after(ts), ts, jkey, rid))
             else:
                 self._expiry.append((ts, keys.CLICK, jkey, rid))
                 if value["o"] == Outcome.ATTRIBUTED.value:
@@ -247,6 +244,9 @@ class TaskAttribution:
         return self.campaigns.counts()
 
     # -- internals ----------------------------------------------------------
+    def _now(self) -> int:
+        return self.marks.decided if self.marks.decided is not None else 0
+
     def _expiry_horizon(self) -> int:
         """Event time below which records are gone (the last checkpoint's expiry)."""
         decided = self.marks.decided
