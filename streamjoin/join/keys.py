@@ -63,10 +63,7 @@ def record_prefix(family: bytes, key: str) -> bytes:
 
 def record_key(family: bytes, key: str, ts: int, rid: str) -> bytes:
     """Key of one record: family, join key, event time, record id."""
-    raw = key.encode()
-    if len(raw) > 0xFFFF or not 0 <= ts <= MAX_TS:
-        return family + text_bytes(key) + ts_bytes(ts) + rid.encode()  # raises the error
-    return b"".join((family, len(raw).to_bytes(2, "big"), raw, ts.to_bytes(8, "big"), rid.encode()))
+    return family + text_bytes(key) + ts_bytes(ts) + rid.encode()
 
 
 def decode_record_key(raw: bytes) -> tuple[str, int, str]:
