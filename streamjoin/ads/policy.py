@@ -13,8 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orjson import loads as _orjson_loads
-
 from streamjoin.ads.attribution import (
     Click,
     ClickOutcome,
@@ -79,12 +77,13 @@ def _fields(value: bytes | None, spec: dict[str, Any], what: str) -> dict[str, A
 
 
 def _object(value: bytes | None) -> dict[str, Any] | None:
-    """*value* decoded, when it is a JSON object orjson reads; else ``None``."""
+    """*value* decoded, when it is a JSON object; else ``None`` (the checked path
+    says why)."""
     if value is None:
         return None
     try:
-        doc = _orjson_loads(value)
-    except ValueError:  # orjson's JSONDecodeError; the checked path says why
+        doc = loads(value)
+    except ValueError:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         return None
     return doc if type(doc) is dict else None
 
