@@ -41,6 +41,8 @@ class Scenario:
     quick: bool
     seed: int
     build: Callable[[], Document]
+    #: members that join at once (``change == "join"``)
+    joiners: int = 1
 
     def fresh_document(self) -> Document:
         """Build the fresh group state (no previous assignment anywhere)."""
@@ -48,7 +50,7 @@ class Scenario:
 
     def rebalance_document(self, fresh: Document, previous: Output) -> Document:
         """Build the rebalance group state from ``previous`` (an assignor's fresh output)."""
-        return rebalance_document(fresh, previous, self.change, self.seed)
+        return rebalance_document(fresh, previous, self.change, self.seed, self.joiners)
 
     def document(self, phase: str, assign: Callable[[Document], Output]) -> Document:
         """The ``"fresh"`` document, or the ``"rebalance"`` one built from what ``assign``
@@ -160,21 +162,35 @@ def kafka_scale_document() -> Document:
     return _document(topics, _members(2000, sorted(topics)))
 
 
+def near_full_standbys_document() -> Document:
+    """Scenario f: 46 members, 178 tasks of three co-partitioned topics and a changelog,
+    45 standbys per task (one copy on every member): the case of faust-streaming's
+    ``test_add_new_clients`` where standby placement used to take seconds (issue 41)."""
+    topics = {"bar": 178, "baz": 178, "foo": 178, "store-changelog": 178}
+    return _document(
+        topics,
+        _members(46, sorted(topics)),
+        copartition=[["bar", "baz", "foo"]],
+        changelogs=["store-changelog"],
+        standby_replicas=45,
+    )
+
+
 def _copy_partitions(mapping: Mapping[str, Any]) -> dict[str, list[int]]:
     return {topic: sorted(int(p) for p in parts) for topic, parts in sorted(mapping.items())}
 
 
 def rebalance_document(
-    fresh: Document, previous: Output, change: Change, seed: int
+    fresh: Document, previous: Output, change: Change, seed: int, joiners: int = 1
 ) -> Document:
     """The group state after ``previous`` was installed and then ``change`` happened.
 
     Surviving members report their previous actives and standbys exactly as ``previous``
     gave them, its ``generation`` as their claim, and changelog offsets: the active copy
     of a changelog partition reports the end offset, a standby copy the end offset minus a
-    seeded lag below ``acceptable_recovery_lag``.  ``join`` appends a new member with the
-    same subscription and no previous assignment; ``leave`` removes one member chosen by
-    the seeded generator.
+    seeded lag below ``acceptable_recovery_lag``.  ``join`` appends ``joiners`` new members
+    with the same subscription and no previous assignment; ``leave`` removes one member
+    chosen by the seeded generator.
     """
     rng = random.Random(seed)
     assignment: Mapping[str, Any] = previous["assignment"]
@@ -208,12 +224,12 @@ def rebalance_document(
         members.append(member)
     if change == "join":
         template = fresh["members"][0]
-        joiner: dict[str, Any] = {"id": member_id(len(fresh["members"]) + 1),
-                                  "topics": template["topics"]}
-        if "rack" in template:
-            racks = sorted({m["rack"] for m in fresh["members"]})
-            joiner["rack"] = racks[len(fresh["members"]) % len(racks)]
-        members.append(joiner)
+        racks = sorted({m["rack"] for m in fresh["members"]}) if "rack" in template else []
+        for serial in range(len(fresh["members"]), len(fresh["members"]) + joiners):
+            joiner: dict[str, Any] = {"id": member_id(serial + 1), "topics": template["topics"]}
+            if racks:
+                joiner["rack"] = racks[serial % len(racks)]
+            members.append(joiner)
     else:
         leaver = rng.randrange(len(members))
         del members[leaver]
@@ -223,7 +239,8 @@ def rebalance_document(
 
 
 def changed_member(fresh: Document, rebalance: Document) -> tuple[str, str]:
-    """(``"join"`` or ``"leave"``, member id) describing what changed between documents."""
+    """(``"join"`` or ``"leave"``, member id) describing what changed between documents
+    (the first joiner's id when several joined)."""
     before = {m["id"] for m in fresh["members"]}
     after = {m["id"] for m in rebalance["members"]}
     joined = sorted(after - before)
@@ -291,6 +308,15 @@ SCENARIOS: dict[str, Scenario] = {
             lambda: join_groups_document(
                 members=10_000, groups=100, base_partitions=1000, standby_replicas=1, racks=3
             ),
+        ),
+        Scenario(
+            "f-45-standbys",
+            "f. 46 members, 178 tasks (3 topics + 1 changelog), 45 standbys; 10 members join",
+            "join",
+            True,
+            601,
+            near_full_standbys_document,
+            joiners=10,
         ),
     )
 }

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from itertools import islice
 
@@ -279,19 +280,29 @@ class Rooms:
         if not spare:
             return None
         blocked = {hosts[owner[p]], *(hosts[c] for c in chosen[p])}
+        # the members p may take from another task (the x above); usually few once p
+        # needs a swap, and none when every host already has a copy of p
+        movable = {m for m in self.layout.eligible if hosts[m] not in blocked}
+        movable.discard(warmup[p])
+        if not movable:
+            return None
         for q, holders in enumerate(chosen):
-            if q == p:
+            if q == p or movable.isdisjoint(holders):
                 continue
-            q_hosts = {hosts[owner[q]], *(hosts[c] for c in holders)}
+            q_hosts = set(map(hosts.__getitem__, holders))
+            q_hosts.add(hosts[owner[q]])
+            fits = [y for y in spare if hosts[y] not in q_hosts and y != warmup[q]]
+            if not fits:
+                continue
+            # copies of q per rack: the racks q keeps without x are those left counted
+            q_racks = Counter([racks[owner[q]], *(racks[c] for c in holders)])
             for i, x in enumerate(holders):
-                if hosts[x] in blocked or x == warmup[p]:
+                if x not in movable:
                     continue
-                # the racks q keeps without x: y must bring x's rack or a new one back
-                rest = {racks[owner[q]], *(racks[c] for c in holders if c != x)}
-                for y in spare:
-                    if hosts[y] in q_hosts or y == warmup[q]:
-                        continue
-                    if racks[x] not in rest and racks[y] in rest:
+                rack = racks[x]
+                alone = q_racks[rack] == 1  # y must bring x's rack or a new one back
+                for y in fits:
+                    if alone and racks[y] != rack and q_racks[racks[y]] > 0:
                         continue
                     holders[i] = y
                     chosen[p].append(x)

@@ -526,3 +526,35 @@ def test_a_member_joining_many_groups_keeps_the_minimum_moves_through_short_trad
     check_all(nxt, out)
     assert any(trades)
     assert out["stats"]["target_moved"] == out["stats"]["minimum_moves"] == 5
+
+
+def test_standbys_on_every_other_member_after_ten_join() -> None:
+    """Replicas one short of the members (faust's ``test_add_new_clients`` case that used
+    to take seconds, issue 41): every task keeps a copy on every other member, each
+    member's standbys stay within one of the others', and ten joiners share them."""
+    topics = {"bar": 40, "baz": 40, "foo": 40, "store-changelog": 40}
+
+    def doc(members: int, replicas: int) -> Doc:
+        listed = [{"id": f"m{i:02d}", "topics": sorted(topics)} for i in range(members)]
+        return {
+            "topics": topics,
+            "copartition": [["bar", "baz", "foo"]],
+            "changelogs": ["store-changelog"],
+            "standby_replicas": replicas,
+            "members": listed,
+        }
+
+    fresh = doc(12, 11)
+    out = assign_document(fresh)
+    check_all(fresh, out)
+    joined = feed_back(fresh, out)
+    joined["members"] += doc(22, 11)["members"][12:]
+    again = assign_document(joined)
+    check_all(joined, again)
+    held = {
+        mid: len(member["standbys"].get("store-changelog", []))
+        for mid, member in again["assignment"].items()
+    }
+    assert sum(held.values()) == 40 * 11
+    assert max(held.values()) - min(held.values()) <= 1
+    assert not again["stats"]["relaxed_balance"]
