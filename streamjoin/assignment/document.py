@@ -9,7 +9,8 @@ are in :mod:`.document_members`.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from streamjoin.assignment.assignor import as_built, check_handovers, member_tables, place
 from streamjoin.assignment.document_members import (
@@ -37,6 +38,10 @@ _TOP_KEYS = frozenset(
         "max_warmup_replicas",
         "last_assignment",
         "members",
+        "partition_racks",
+        "partition_weights",
+        "rack_traffic_cost",
+        "rack_move_cost",
     }
 )
 
@@ -97,7 +102,46 @@ def _parse(doc: Any, share: bool) -> GroupState:
             else _int(root["max_warmup_replicas"], "max_warmup_replicas", 0)
         ),
         last_assignment=_last_assignment(root.get("last_assignment"), topics),
+        partition_racks=_per_partition(root.get("partition_racks", {}), "partition_racks",
+                                       topics, _racks),
+        partition_weights=_per_partition(root.get("partition_weights", {}),
+                                         "partition_weights", topics, _weight),
+        rack_traffic_cost=_int(root.get("rack_traffic_cost", 10), "rack_traffic_cost", 0),
+        rack_move_cost=_int(root.get("rack_move_cost", 1), "rack_move_cost", 0),
     )
+
+
+_Item = TypeVar("_Item")
+
+
+def _per_partition(
+    value: Any, where: str, topics: dict[str, int], item: Callable[[Any, str], _Item]
+) -> dict[str, tuple[_Item, ...]]:
+    """``{topic: [one item per partition]}`` for topics of the document."""
+    found: dict[str, tuple[_Item, ...]] = {}
+    for topic, listed in sorted(_obj(value, where).items()):
+        name = f"{where}.{topic}"
+        if topic not in topics:
+            raise _fail(name, f"unknown topic {topic!r}; list it under \"topics\" first")
+        rows = _list(listed, name)
+        if len(rows) != topics[topic]:
+            raise _fail(
+                name, f"expected one entry per partition ({topics[topic]}), got {len(rows)}"
+            )
+        found[topic] = tuple(item(row, f"{name}[{p}]") for p, row in enumerate(rows))
+    return found
+
+
+def _racks(value: Any, where: str) -> tuple[str, ...]:
+    """The racks of one partition's replicas: a list of non-empty strings."""
+    listed = _list(value, where)
+    if not all(isinstance(rack, str) and rack for rack in listed):
+        raise _fail(where, f"expected a list of rack names (non-empty strings), got {value!r}")
+    return tuple(sorted(set(listed)))
+
+
+def _weight(value: Any, where: str) -> int:
+    return _int(value, where, 0)
 
 
 def _last_assignment(value: Any, topics: dict[str, int]) -> LastAssignment | None:

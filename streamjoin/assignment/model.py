@@ -86,6 +86,17 @@ class GroupState:
     max_warmup_replicas: int | None = None
     #: what this leader gave each member last time (``None``: nothing known)
     last_assignment: LastAssignment | None = None
+    #: topic -> per partition, the racks its replicas are on (sorted, distinct; an
+    #: empty tuple or a missing topic: not known). Actives go where their
+    #: partitions have a replica (:mod:`.racks`)
+    partition_racks: Mapping[str, tuple[tuple[str, ...], ...]] = field(default_factory=dict)
+    #: topic -> per partition, the traffic it carries (records or bytes per second,
+    #: any unit shared by all topics); 1 per partition where not given
+    partition_weights: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    #: what one unit of cross-rack traffic costs, against ``rack_move_cost`` per
+    #: task moved beyond what balance needs; 0 turns rack-aware actives off
+    rack_traffic_cost: int = 10
+    rack_move_cost: int = 1
 
 
 @dataclass(frozen=True)
