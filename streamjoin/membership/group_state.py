@@ -3,7 +3,9 @@
 Pure: the Faust adapter decodes the rebalance's member metadata and calls
 :func:`build_group_state`; the core never sees Kafka member ids, which change
 on every join. It sees each member's stable identity instead, so a restarted
-worker with its state on disk is recognised and gets its tasks back.
+worker with its state on disk is recognised and gets its tasks back. The
+racks of each partition's replicas come from the cluster metadata the leader
+holds, through :func:`replica_racks`.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 from streamjoin.assignment.model import GroupState, LastAssignment, MemberState
 from streamjoin.membership.userdata import MemberInfo
 
-__all__ = ["JoinedMember", "build_group_state"]
+__all__ = ["JoinedMember", "build_group_state", "replica_racks"]
 
 
 @dataclass(frozen=True)
@@ -37,11 +39,14 @@ def build_group_state(
     acceptable_recovery_lag: int = 10_000,
     max_warmup_replicas: int | None = None,
     last_assignment: LastAssignment | None = None,
+    partition_racks: Mapping[str, Sequence[tuple[str, ...]]] | None = None,
 ) -> tuple[GroupState, dict[str, str]]:
     """Return the group state and a map from stable id to Kafka member id.
 
     Topics the cluster does not know (``partitions`` lacks them, e.g. not
-    created yet) are left out. Members whose userdata could not be decoded
+    created yet) are left out, and so are the ``partition_racks`` (topic ->
+    per partition, the racks of its replicas: :func:`replica_racks`) of a
+    topic whose partition count they do not match. Members whose userdata could not be decoded
     join as fresh members under their Kafka member id. Two members claiming
     the same stable id (a copied data directory) keep it only for the first
     by Kafka member id; the other joins fresh.
@@ -89,8 +94,44 @@ def build_group_state(
         acceptable_recovery_lag=acceptable_recovery_lag,
         max_warmup_replicas=max_warmup_replicas,
         last_assignment=last_assignment,
+        partition_racks={
+            t: tuple(racks)
+            for t, racks in sorted((partition_racks or {}).items())
+            if len(racks) == partitions.get(t)
+        },
     )
     return state, by_stable
+
+
+def replica_racks(
+    partitions: Mapping[str, int],
+    replicas: Mapping[str, Mapping[int, Sequence[int]]],
+    broker_racks: Mapping[int, str | None],
+) -> dict[str, tuple[tuple[str, ...], ...]]:
+    """Topic -> per partition, the sorted distinct racks its replicas are on.
+
+    ``partitions``: topic -> partition count; ``replicas``: topic -> partition
+    -> the broker ids of its replicas; ``broker_racks``: broker id -> its rack
+    (``broker.rack``; ``None`` when it has none). A partition whose replicas
+    are not listed, or one of whose replicas is on a broker with no rack or on
+    a broker the metadata does not list, gets ``()``: not known (the assignor
+    then counts no traffic for it). Topics none of whose partitions has known
+    racks are left out, so a cluster without racks gives ``{}``.
+    """
+    found: dict[str, tuple[tuple[str, ...], ...]] = {}
+    for topic, count in sorted(partitions.items()):
+        listed = replicas.get(topic, {})
+        per_partition = tuple(_racks_of(listed.get(p, ()), broker_racks) for p in range(count))
+        if any(per_partition):
+            found[topic] = per_partition
+    return found
+
+
+def _racks_of(brokers: Sequence[int], broker_racks: Mapping[int, str | None]) -> tuple[str, ...]:
+    racks = [broker_racks.get(b) for b in brokers]
+    if not racks or not all(racks):
+        return ()
+    return tuple(sorted({r for r in racks if r}))
 
 
 def _known(

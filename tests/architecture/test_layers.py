@@ -220,6 +220,8 @@ SEAM = {
     "_producer_flush": "incremental.py",
     "_queues": "incremental.py",
     "_queue": "incremental.py",
+    # aiokafka cluster metadata: each partition's replicas
+    "_partitions": "metadata.py",
     # aiokafka producer and client
     "_ensure_producer": "producer.py",
     "_partition": "producer.py",

@@ -1,14 +1,16 @@
 """The group leader's part of :class:`~streamjoin.faust.assignment.assignor.PartitionAssignor`.
 
 Decode every member's userdata, build the group state (with this worker's
-``acceptable_recovery_lag`` and ``max_warmup_replicas``), run the pure core,
-encode each member's share, and log the assignment's figures.
+``acceptable_recovery_lag`` and ``max_warmup_replicas``, and the racks of
+every partition's replicas read off the cluster metadata the consumer holds),
+run the pure core, encode each member's share, and log the assignment's figures.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from aiokafka.cluster import ClusterMetadata
@@ -20,9 +22,10 @@ from aiokafka.coordinator.protocol import (
 from streamjoin._gc import gc_paused
 from streamjoin.assignment import assign
 from streamjoin.assignment.errors import AssignmentError
-from streamjoin.assignment.model import LastAssignment
+from streamjoin.assignment.model import GroupState, LastAssignment
 from streamjoin.faust.kafka.app import changelog_topic_name
-from streamjoin.membership.group_state import JoinedMember, build_group_state
+from streamjoin.faust.kafka.metadata import broker_racks, partition_replicas
+from streamjoin.membership.group_state import JoinedMember, build_group_state, replica_racks
 from streamjoin.membership.shares import empty_shares, member_shares
 from streamjoin.membership.userdata import decode_member, encode_assignment
 
@@ -31,7 +34,7 @@ if TYPE_CHECKING:
 
     from streamjoin.membership.settings import MemberSettings
 
-__all__ = ["Leader", "lead"]
+__all__ = ["Leader", "LeaderInput", "lead", "leader_input"]
 
 logger = logging.getLogger("streamjoin.faust.assignment.assignor")
 
@@ -54,12 +57,26 @@ class Leader(Protocol):
         """Crash the worker: the assignment cannot be made."""
 
 
-def lead(
+@dataclass(frozen=True)
+class LeaderInput:
+    """What the leader assigns: the members, the topics and the core's group state."""
+
+    joined: list[JoinedMember]
+    #: every topic some member subscribes to, sorted
+    topics: list[str]
+    #: topic -> partition count, of the topics the cluster has partitions of
+    partitions: dict[str, int]
+    state: GroupState
+    #: stable id -> Kafka member id
+    member_ids: dict[str, str]
+
+
+def leader_input(
     assignor: Leader,
     cluster: ClusterMetadata,
     members: Mapping[str, ConsumerProtocolMemberMetadata],
-) -> dict[str, ConsumerProtocolMemberAssignment]:
-    """Every member's assignment, as the leader (``assignor`` keeps the stats)."""
+) -> LeaderInput:
+    """Decode every member and read the cluster metadata into the core's group state."""
     joined = []
     for member_id, meta in sorted(members.items()):
         info = decode_member(meta.user_data)
@@ -93,9 +110,28 @@ def lead(
         acceptable_recovery_lag=settings.recovery_lag,
         max_warmup_replicas=settings.max_warmup_replicas,
         last_assignment=assignor.last_actives,
+        partition_racks=replica_racks(
+            partitions, partition_replicas(cluster, partitions), broker_racks(cluster)
+        ),
+    )
+    return LeaderInput(joined, topics, partitions, state, member_ids)
+
+
+def lead(
+    assignor: Leader,
+    cluster: ClusterMetadata,
+    members: Mapping[str, ConsumerProtocolMemberMetadata],
+) -> dict[str, ConsumerProtocolMemberAssignment]:
+    """Every member's assignment, as the leader (``assignor`` keeps the stats)."""
+    given = leader_input(assignor, cluster, members)
+    joined, partitions, state, member_ids = (
+        given.joined,
+        given.partitions,
+        given.state,
+        given.member_ids,
     )
     if not state.members:
-        return _nothing_to_assign(assignor, joined, topics, partitions, members)
+        return _nothing_to_assign(assignor, joined, given.topics, partitions, members)
     try:
         with gc_paused():
             result = assign(state)
@@ -105,7 +141,9 @@ def lead(
         raise
     # by Kafka member id: two members claiming one stable id keep their own urls
     urls = {j.member_id: j.info.url for j in joined if j.info is not None}
-    shares = member_shares(result, member_ids, urls, partitions, unrouted=globals_, members=members)
+    shares = member_shares(
+        result, member_ids, urls, partitions, unrouted=state.global_changelogs, members=members
+    )
     out = {
         member_id: ConsumerProtocolMemberAssignment(
             assignor.protocol_version,

@@ -17,7 +17,8 @@ touches one. An upgrade of either library is checked here, module by module.
 * :mod:`~streamjoin.faust.kafka.stores`: faust's RocksDB store, one database per partition;
 * :mod:`~streamjoin.faust.kafka.app`: tables' changelogs, tracing tags;
 * :mod:`~streamjoin.faust.kafka.metadata`: the credentialed metadata reader and
-  partition counts; :mod:`~streamjoin.faust.kafka.checks`: the start-up checks;
+  partition counts, each partition's replicas (``ClusterMetadata._partitions``);
+  :mod:`~streamjoin.faust.kafka.checks`: the start-up checks;
 * :mod:`~streamjoin.faust.kafka.range_read`: reading a topic's offset range
   with a client of its own;
 * :mod:`~streamjoin.faust.kafka.cooperative`: cooperative rebalancing on the

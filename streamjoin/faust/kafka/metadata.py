@@ -1,5 +1,12 @@
 """What an app declares about its topics, and what the broker has (the one
-credentialed partition-count reader)."""
+credentialed partition-count reader, and the replicas of each partition).
+
+Private attributes it depends on (aiokafka 0.14.0):
+
+* ``ClusterMetadata._partitions`` (topic -> partition -> ``PartitionMetadata``):
+  the only place aiokafka keeps a partition's replicas from the last metadata
+  response (its public methods give the partitions and their leaders only).
+"""
 
 from __future__ import annotations
 
@@ -11,10 +18,17 @@ from typing import TYPE_CHECKING, Any, cast
 from streamjoin.errors import BrokerUnreachable
 
 if TYPE_CHECKING:
+    from aiokafka.cluster import ClusterMetadata
     from faust.types import AppT, ChannelT, TopicT
     from faust.types.settings import Settings
 
-__all__ = ["DeclaredTopics", "declared_topics", "partition_counts"]
+__all__ = [
+    "DeclaredTopics",
+    "broker_racks",
+    "declared_topics",
+    "partition_counts",
+    "partition_replicas",
+]
 
 
 @dataclass(frozen=True)
@@ -91,3 +105,21 @@ def partition_counts(
             f"cannot read topic metadata from {shown} ({type(exc).__name__}: {text}); "
             "check the broker address and --security-protocol and its credentials"
         ) from exc
+
+
+def partition_replicas(
+    cluster: ClusterMetadata, topics: Iterable[str]
+) -> dict[str, dict[int, tuple[int, ...]]]:
+    """Topic -> partition -> the broker ids of its replicas, for each of *topics*
+    the cluster metadata knows, as the broker's last metadata response listed them."""
+    known = cluster._partitions
+    return {
+        t: {p: tuple(meta.replicas) for p, meta in sorted(known[t].items())}
+        for t in sorted(set(topics))
+        if t in known
+    }
+
+
+def broker_racks(cluster: ClusterMetadata) -> dict[int, str | None]:
+    """Broker id -> its rack (``broker.rack``; ``None``: it has none)."""
+    return {b.nodeId: b.rack or None for b in cluster.brokers() if isinstance(b.nodeId, int)}

@@ -167,3 +167,17 @@ def test_member_settings_read_the_warmup_cap() -> None:
         MemberSettings.from_env({"STREAMJOIN_MAX_WARMUP_REPLICAS": "many"})
     with pytest.raises(MemberSettingsError, match="warm-up"):
         MemberSettings(max_warmup_replicas=-1)
+
+
+def test_the_group_state_keeps_the_partition_racks_of_known_topics_of_the_right_count() -> None:
+    racks = {
+        "imp": (("a",), ("a", "b"), (), ("c",)),
+        "clk": (("a",), ("b",)),  # 2 racks for 4 partitions: the metadata changed meanwhile
+        "gone": (("a",),),  # the cluster does not know it
+    }
+    state, _ = build_group_state([_joined("k-a", "a")], PARTITIONS, partition_racks=racks)
+    assert dict(state.partition_racks) == {"imp": racks["imp"]}
+    assert dict(state.partition_weights) == {}
+    assert (state.rack_traffic_cost, state.rack_move_cost) == (10, 1)  # the model's defaults
+    unset, _ = build_group_state([_joined("k-a", "a")], PARTITIONS)
+    assert dict(unset.partition_racks) == {}
