@@ -99,7 +99,10 @@ class App(faust.App):
     broker URL is a ``kafka://`` one: the tasks that stay on a worker keep
     running through a rebalance; ``False`` rebalances eagerly, as faust does.
     ``None`` (the default) reads ``STREAMJOIN_COOPERATIVE``: cooperative unless
-    it is ``0``, ``false``, ``no`` or ``off``.
+    it is ``0``, ``false``, ``no`` or ``off``. Either way, on a ``kafka://``
+    URL the worker's consumer fetches as the member's rack (``--rack``,
+    ``STREAMJOIN_RACK``: its ``client_rack``, see
+    :mod:`streamjoin.faust.kafka.transport`).
     """
 
     def __init__(
@@ -119,10 +122,11 @@ class App(faust.App):
 
     def _new_transport(self) -> TransportT:
         url = self.conf.broker_consumer[0]
-        if self.cooperative and url.scheme in ("kafka", "aiokafka"):
-            from streamjoin.faust.kafka.transport import CooperativeTransport
+        if url.scheme in ("kafka", "aiokafka"):
+            from streamjoin.faust.kafka.transport import CooperativeTransport, RackAwareTransport
 
-            return CooperativeTransport(self.conf.broker_consumer, self)
+            kind = CooperativeTransport if self.cooperative else RackAwareTransport
+            return kind(self.conf.broker_consumer, self)
         return super()._new_transport()
 
     def join(

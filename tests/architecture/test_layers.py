@@ -222,6 +222,9 @@ SEAM = {
     "_queue": "incremental.py",
     # aiokafka cluster metadata: each partition's replicas
     "_partitions": "metadata.py",
+    # faust's consumer thread's factory of the aiokafka consumer, and its rack
+    "_create_worker_consumer": "transport.py",
+    "_client_rack": "transport.py",
     # aiokafka producer and client
     "_ensure_producer": "producer.py",
     "_partition": "producer.py",

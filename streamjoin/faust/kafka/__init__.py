@@ -23,5 +23,9 @@ touches one. An upgrade of either library is checked here, module by module.
   with a client of its own;
 * :mod:`~streamjoin.faust.kafka.cooperative`: cooperative rebalancing on the
   classic protocol (aiokafka's ``_on_join_prepare`` and ``_on_join_complete``
-  replaced: nothing revoked at prepare, kept partitions keep their fetch state).
+  replaced: nothing revoked at prepare, kept partitions keep their fetch state);
+* :mod:`~streamjoin.faust.kafka.transport`: faust's transport, consumer and
+  consumer thread subclassed: the worker consumer fetches as the member's rack
+  (``AIOKafkaConsumerThread._create_worker_consumer``, the consumer's
+  ``_client_rack``) and rebalances cooperatively.
 """

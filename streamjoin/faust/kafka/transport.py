@@ -1,7 +1,14 @@
-"""faust's aiokafka transport with cooperative rebalancing.
+"""faust's aiokafka transport, with the member's rack and cooperative rebalancing.
 
-The same transport as faust's ``kafka://`` one, except that its worker
-consumer rebalances cooperatively:
+:class:`RackAwareTransport` is faust's ``kafka://`` transport, except that its
+worker consumer fetches as the member's rack: the rack streamjoin's assignor
+advertises (``--rack``, ``STREAMJOIN_RACK``) becomes the aiokafka consumer's
+``client_rack``, which every FetchRequest carries (KIP-392), so brokers with a
+rack-aware ``replica.selector.class`` serve the worker's fetches from a replica
+on its rack. A member without a rack passes nothing: aiokafka's default.
+
+:class:`CooperativeTransport` is that transport whose worker consumer also
+rebalances cooperatively:
 
 * its group coordinator
   (:func:`~streamjoin.faust.kafka.cooperative.install_cooperative`) is
@@ -14,15 +21,18 @@ consumer rebalances cooperatively:
   eager one (the group has an eager member, or this member lost its
   membership) they are faust's own.
 
-``streamjoin.App`` uses it unless cooperative rebalancing is turned off; a
-plain faust app opts in with the broker URL scheme ``streamjoin-kafka://``
-(an entry point of ``faust.transports``).
+``streamjoin.App`` uses the cooperative one unless cooperative rebalancing is
+turned off, then the rack-aware one; a plain faust app opts in with the broker
+URL scheme ``streamjoin-kafka://`` (an entry point of ``faust.transports``).
 
 Subclassed (faust-streaming 0.15.3): ``faust.transport.drivers.aiokafka``'s
 ``Transport`` (its ``Consumer`` class attribute), ``Consumer``
 (``_new_consumer_thread``, faust's factory of its consumer thread;
 ``on_partitions_revoked`` and ``on_partitions_assigned``) and
-``AIOKafkaConsumerThread`` (``on_start``) and ``ConsumerRebalanceListener``
+``AIOKafkaConsumerThread`` (``_create_worker_consumer``, which builds the
+aiokafka consumer with options of its own choosing: the rack is set on the
+built consumer's ``_client_rack`` (aiokafka 0.14.0), which ``start()`` hands to
+its fetcher; and ``on_start``) and ``ConsumerRebalanceListener``
 (``on_partitions_assigned``, through the consumer's ``RebalanceListener``
 class attribute: in a cooperative rebalance the app's generation is set by
 the consumer on the event loop, not by the listener in the consumer thread);
@@ -34,7 +44,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from faust.transport.drivers import aiokafka as driver
 from faust.types import TP
@@ -42,13 +52,50 @@ from faust.types import TP
 from streamjoin.faust.kafka import incremental
 from streamjoin.faust.kafka.cooperative import Cooperation, install_cooperative
 from streamjoin.faust.kafka.session import aiokafka_consumer, group_coordinator
+from streamjoin.membership.settings import MemberSettings
 
-__all__ = ["CooperativeTransport"]
+if TYPE_CHECKING:
+    from aiokafka import AIOKafkaConsumer
+    from faust.types import AppT
+
+__all__ = ["CooperativeTransport", "RackAwareTransport", "member_rack"]
 
 logger = logging.getLogger(__name__)
 
 
-class _CooperativeConsumerThread(driver.AIOKafkaConsumerThread):
+def member_rack(app: AppT) -> str | None:
+    """The rack *app*'s assignor advertises for this member (``None``: none, or
+    not streamjoin's assignor)."""
+    settings = getattr(app.assignor, "settings", None)
+    return settings.rack if isinstance(settings, MemberSettings) else None
+
+
+class _RackConsumerThread(driver.AIOKafkaConsumerThread):
+    def _create_worker_consumer(self, transport: driver.Transport) -> AIOKafkaConsumer:
+        consumer = super()._create_worker_consumer(transport)
+        rack = member_rack(self.app)
+        if rack:
+            consumer._client_rack = rack
+            logger.info(
+                "client rack %r: brokers whose replica.selector.class is rack-aware "
+                "serve this worker's fetches from a replica on that rack",
+                rack,
+            )
+        return consumer
+
+
+class _RackConsumer(driver.Consumer):
+    def _new_consumer_thread(self) -> driver.AIOKafkaConsumerThread:
+        return _RackConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+
+class RackAwareTransport(driver.Transport):
+    """faust's aiokafka transport whose worker consumer fetches as the member's rack."""
+
+    Consumer: ClassVar[Any] = _RackConsumer  # Any: faust's ConsumerT class
+
+
+class _CooperativeConsumerThread(_RackConsumerThread):
     async def on_start(self) -> None:
         await super().on_start()
         aio = aiokafka_consumer(self.consumer)
@@ -87,7 +134,7 @@ class _CooperativeListener(driver.ConsumerRebalanceListener):
         await thread.on_partitions_assigned(tps, coordinator.generation)
 
 
-class _CooperativeConsumer(driver.Consumer):
+class _CooperativeConsumer(_RackConsumer):
     #: how this consumer's rebalances went (``None`` until its thread started)
     cooperation: Cooperation | None = None
     #: the current fetch's first and last offset per partition (faust delivers from it)
@@ -193,7 +240,8 @@ class _CooperativeConsumer(driver.Consumer):
         await super().on_partitions_assigned(assigned, generation_id)
 
 
-class CooperativeTransport(driver.Transport):
-    """faust's aiokafka transport whose worker consumer rebalances cooperatively."""
+class CooperativeTransport(RackAwareTransport):
+    """faust's aiokafka transport whose worker consumer fetches as the member's
+    rack and rebalances cooperatively."""
 
     Consumer: ClassVar[Any] = _CooperativeConsumer  # Any: faust's ConsumerT class

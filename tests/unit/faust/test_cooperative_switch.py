@@ -1,5 +1,6 @@
 """How a worker chooses cooperative rebalancing: streamjoin.App's switch and
-the transport a plain faust app names in its broker URL."""
+the transport a plain faust app names in its broker URL. Eager or not, a
+streamjoin.App's consumer fetches as its rack (tests/unit/faust/test_client_rack.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from faust.transport.drivers.aiokafka import Transport as FaustTransport
 
 import streamjoin
 from streamjoin.errors import ConfigurationError
-from streamjoin.faust.kafka.transport import CooperativeTransport
+from streamjoin.faust.kafka.transport import CooperativeTransport, RackAwareTransport
 
 BROKER = "kafka://127.0.0.1:9092"
 
@@ -27,7 +28,9 @@ def test_a_streamjoin_app_rebalances_cooperatively_unless_told_not_to(
     assert on.cooperative is True and isinstance(_transport(on), CooperativeTransport)
     off = streamjoin.App("sj-switch-off", broker=BROKER, cooperative=False)
     assert off.cooperative is False
-    assert type(_transport(off)) is FaustTransport
+    # faust's transport, with only the rack added
+    assert type(_transport(off)) is RackAwareTransport
+    assert isinstance(_transport(off), FaustTransport)
 
 
 @pytest.mark.parametrize(
