@@ -147,7 +147,11 @@ _FILE = click.Path(dir_okay=False, path_type=Path)
     "--rack",
     envvar="STREAMJOIN_RACK",
     show_envvar=True,
-    help="Rack or zone of this worker; standbys prefer other racks.",
+    help=(
+        "Rack or zone of this worker: standbys prefer other racks, actives their "
+        "partitions' replica racks, and fetches go to a replica on this rack where "
+        "the brokers allow it (client_rack)."
+    ),
 )
 @click.option(
     "--host-label",
@@ -183,6 +187,26 @@ _FILE = click.Path(dir_okay=False, path_type=Path)
     help=(
         "Warm-up replicas the whole group may restore at once when this worker leads "
         "(default: no cap; 0: move tasks at once, cold if need be)."
+    ),
+)
+@click.option(
+    "--rack-traffic-cost",
+    type=click.IntRange(0, None),
+    envvar="STREAMJOIN_RACK_TRAFFIC_COST",
+    show_envvar=True,
+    help=(
+        "When this worker leads: what one partition read across racks costs against "
+        "--rack-move-cost (default 10; 0: actives ignore replica racks)."
+    ),
+)
+@click.option(
+    "--rack-move-cost",
+    type=click.IntRange(0, None),
+    envvar="STREAMJOIN_RACK_MOVE_COST",
+    show_envvar=True,
+    help=(
+        "When this worker leads: what moving a task beyond what balance needs costs "
+        "against --rack-traffic-cost (default 1)."
     ),
 )
 @click.option(
@@ -271,6 +295,8 @@ def worker_command(
     capacity: int | None,
     recovery_lag: int | None,
     max_warmup_replicas: int | None,
+    rack_traffic_cost: int | None,
+    rack_move_cost: int | None,
     standby_share: float | None,
     security_protocol: str | None,
     sasl_mechanism: str | None,
@@ -324,6 +350,8 @@ def worker_command(
         capacity=capacity,
         recovery_lag=recovery_lag,
         max_warmup_replicas=max_warmup_replicas,
+        rack_traffic_cost=rack_traffic_cost,
+        rack_move_cost=rack_move_cost,
         standby_share=standby_share,
         security=security,
     )

@@ -40,6 +40,8 @@ def build_group_state(
     max_warmup_replicas: int | None = None,
     last_assignment: LastAssignment | None = None,
     partition_racks: Mapping[str, Sequence[tuple[str, ...]]] | None = None,
+    rack_traffic_cost: int = GroupState.rack_traffic_cost,
+    rack_move_cost: int = GroupState.rack_move_cost,
 ) -> tuple[GroupState, dict[str, str]]:
     """Return the group state and a map from stable id to Kafka member id.
 
@@ -99,6 +101,8 @@ def build_group_state(
             for t, racks in sorted((partition_racks or {}).items())
             if len(racks) == partitions.get(t)
         },
+        rack_traffic_cost=rack_traffic_cost,
+        rack_move_cost=rack_move_cost,
     )
     return state, by_stable
 

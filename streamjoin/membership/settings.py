@@ -1,5 +1,5 @@
 """A member's own assignment settings: identity, host label, rack, capacity, recovery lag,
-and (when it leads) the warm-up cap.
+and (when it leads) the warm-up cap and the costs rack-aware active placement trades.
 
 They travel through the app's configuration (``app.conf.streamjoin_member``,
 set by ``streamjoin worker`` from its flags or by :class:`streamjoin.App`).
@@ -12,12 +12,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from streamjoin.assignment.model import GroupState
 from streamjoin.errors import ConfigurationError
 
-__all__ = ["DEFAULT_RECOVERY_LAG", "ENV_NAMES", "MemberSettings", "MemberSettingsError"]
+__all__ = [
+    "DEFAULT_RACK_MOVE_COST",
+    "DEFAULT_RACK_TRAFFIC_COST",
+    "DEFAULT_RECOVERY_LAG",
+    "ENV_NAMES",
+    "MemberSettings",
+    "MemberSettingsError",
+]
 
 #: records of changelog lag at which a member still counts as caught up
 DEFAULT_RECOVERY_LAG = 10_000
+#: the assignment core's own defaults (:class:`~streamjoin.assignment.model.GroupState`)
+DEFAULT_RACK_TRAFFIC_COST: int = GroupState.rack_traffic_cost
+DEFAULT_RACK_MOVE_COST: int = GroupState.rack_move_cost
 
 #: field -> environment variable
 ENV_NAMES: dict[str, str] = {
@@ -27,6 +38,8 @@ ENV_NAMES: dict[str, str] = {
     "capacity": "STREAMJOIN_CAPACITY",
     "recovery_lag": "STREAMJOIN_RECOVERY_LAG",
     "max_warmup_replicas": "STREAMJOIN_MAX_WARMUP_REPLICAS",
+    "rack_traffic_cost": "STREAMJOIN_RACK_TRAFFIC_COST",
+    "rack_move_cost": "STREAMJOIN_RACK_MOVE_COST",
 }
 
 
@@ -43,13 +56,20 @@ class MemberSettings:
             ``consumer_group_instance_id``, else an id kept in the data directory).
         host_label: no standby goes on a member with the same label as the
             task's active (default: the member id; set it to the machine's name).
-        rack: rack or zone; a task's copies spread over racks.
+        rack: rack or zone; a task's copies spread over racks, its active goes
+            where its partitions have replicas, and the worker's consumer
+            fetches as this rack (``client_rack``).
         capacity: integer weight of this member's share of tasks (>= 1).
         recovery_lag: ``acceptable_recovery_lag`` when this member leads (>= 0);
             also when this member's warm-ups count as caught up.
         max_warmup_replicas: ``max_warmup_replicas`` when this member leads:
             warm-ups the whole group may hold at once (``None``: no cap; 0:
             no warm-ups, tasks move at once, cold if need be).
+        rack_traffic_cost: ``rack_traffic_cost`` when this member leads: what
+            one partition read across racks costs (>= 0; 0: actives ignore
+            replica racks).
+        rack_move_cost: ``rack_move_cost`` when this member leads: what moving
+            a task beyond what balance needs costs, against that traffic (>= 0).
     """
 
     instance_id: str | None = None
@@ -58,6 +78,8 @@ class MemberSettings:
     capacity: int = 1
     recovery_lag: int = DEFAULT_RECOVERY_LAG
     max_warmup_replicas: int | None = None
+    rack_traffic_cost: int = DEFAULT_RACK_TRAFFIC_COST
+    rack_move_cost: int = DEFAULT_RACK_MOVE_COST
 
     def __post_init__(self) -> None:
         cap = self.max_warmup_replicas
@@ -75,6 +97,12 @@ class MemberSettings:
             )
         if self.recovery_lag < 0:
             raise MemberSettingsError(f"recovery lag must be >= 0, got {self.recovery_lag}")
+        for name, cost in (
+            ("rack traffic cost", self.rack_traffic_cost),
+            ("rack move cost", self.rack_move_cost),
+        ):
+            if isinstance(cost, bool) or not isinstance(cost, int) or cost < 0:
+                raise MemberSettingsError(f"{name} must be an integer >= 0, got {cost!r}")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> MemberSettings:
@@ -107,6 +135,8 @@ class MemberSettings:
             max_warmup_replicas=(
                 None if text("max_warmup_replicas") is None else number("max_warmup_replicas", 0)
             ),
+            rack_traffic_cost=number("rack_traffic_cost", DEFAULT_RACK_TRAFFIC_COST),
+            rack_move_cost=number("rack_move_cost", DEFAULT_RACK_MOVE_COST),
         )
 
     def overridden(
@@ -118,6 +148,8 @@ class MemberSettings:
         capacity: int | None = None,
         recovery_lag: int | None = None,
         max_warmup_replicas: int | None = None,
+        rack_traffic_cost: int | None = None,
+        rack_move_cost: int | None = None,
     ) -> MemberSettings:
         """These settings with every given (not ``None``) value replaced."""
         return replace(
@@ -130,4 +162,8 @@ class MemberSettings:
             max_warmup_replicas=(
                 self.max_warmup_replicas if max_warmup_replicas is None else max_warmup_replicas
             ),
+            rack_traffic_cost=(
+                self.rack_traffic_cost if rack_traffic_cost is None else rack_traffic_cost
+            ),
+            rack_move_cost=self.rack_move_cost if rack_move_cost is None else rack_move_cost,
         )

@@ -56,7 +56,8 @@ class WorkerOptions:
         debug: faust debug mode.
         blocking_timeout: seconds before a blocked event loop is reported.
         broker_timeout: seconds to wait for the broker to answer before giving up.
-        rack: rack / zone of this worker; standbys prefer other racks.
+        rack: rack / zone of this worker; standbys prefer other racks, actives
+            their partitions' replica racks; the consumer fetches as this rack.
         host_label: no standby goes on a worker with the same label as its active.
         instance_id: stable identity (also Kafka static membership).
         capacity: integer weight of this worker's share of tasks.
@@ -64,6 +65,11 @@ class WorkerOptions:
             as warm (the assignor's ``acceptable_recovery_lag``).
         max_warmup_replicas: warm-ups the group may hold at once when this
             worker leads (``None``: no cap; 0: no warm-ups).
+        rack_traffic_cost: what a partition read across racks costs when this
+            worker leads (``None``: the assignor's default, 10; 0: actives
+            ignore replica racks).
+        rack_move_cost: what a task moved beyond balance's needs costs against
+            that traffic when this worker leads (``None``: the default, 1).
         standby_share: share of the time the standby follower may take while
             catching up, in (0, 1] (``None``: ``RestoreSettings.standby_share``).
         security: how to authenticate to Kafka; the default keeps the app's
@@ -90,6 +96,8 @@ class WorkerOptions:
     capacity: int | None = None
     recovery_lag: int | None = None
     max_warmup_replicas: int | None = None
+    rack_traffic_cost: int | None = None
+    rack_move_cost: int | None = None
     standby_share: float | None = None
     security: KafkaSecurity = field(default_factory=KafkaSecurity)
 
@@ -253,6 +261,8 @@ def configure_app(app: Any, options: WorkerOptions, settings: dict[str, Any] | N
         capacity=options.capacity,
         recovery_lag=options.recovery_lag,
         max_warmup_replicas=options.max_warmup_replicas,
+        rack_traffic_cost=options.rack_traffic_cost,
+        rack_move_cost=options.rack_move_cost,
     )
 
 

@@ -1,7 +1,8 @@
 """The group leader's part of :class:`~streamjoin.faust.assignment.assignor.PartitionAssignor`.
 
 Decode every member's userdata, build the group state (with this worker's
-``acceptable_recovery_lag`` and ``max_warmup_replicas``, and the racks of
+``acceptable_recovery_lag``, ``max_warmup_replicas``, ``rack_traffic_cost`` and
+``rack_move_cost``, and the racks of
 every partition's replicas read off the cluster metadata the consumer holds),
 run the pure core, encode each member's share, and log the assignment's figures.
 """
@@ -113,6 +114,8 @@ def leader_input(
         partition_racks=replica_racks(
             partitions, partition_replicas(cluster, partitions), broker_racks(cluster)
         ),
+        rack_traffic_cost=settings.rack_traffic_cost,
+        rack_move_cost=settings.rack_move_cost,
     )
     return LeaderInput(joined, topics, partitions, state, member_ids)
 

@@ -148,6 +148,17 @@ def test_the_leaders_group_state_carries_the_replica_racks_of_the_subscribed_top
     assert dict(given.state.partition_weights) == {}  # not known at run time
 
 
+def test_the_leaders_group_state_takes_the_rack_costs_of_its_member_settings(app: Any) -> None:
+    from streamjoin.membership.settings import MemberSettings
+
+    # as streamjoin worker sets them from --rack-traffic-cost / --rack-move-cost
+    app.conf.streamjoin_member = MemberSettings(rack_traffic_cost=0, rack_move_cost=5)
+    cluster = _cluster(_v5(RACKS, REPLICAS))
+    members = _members({"wa": "a"}, ["orders"])
+    state = leader_input(PartitionAssignor(app), cluster, members).state
+    assert (state.rack_traffic_cost, state.rack_move_cost) == (0, 5)
+
+
 def test_on_a_cluster_without_racks_the_leaders_group_state_has_none(app: Any) -> None:
     cluster = _cluster(_v5({n: None for n in RACKS}, REPLICAS))
     members = _members({"wa": "a", "wb": "b"}, ["orders", "payments"])
@@ -155,18 +166,33 @@ def test_on_a_cluster_without_racks_the_leaders_group_state_has_none(app: Any) -
     assert dict(given.state.partition_racks) == {}
 
 
-def test_the_leader_places_actives_on_their_partitions_replica_racks(app: Any) -> None:
-    """Each partition has its only replica on one rack, not in the members' order:
-    the assignment the leader sends puts each on the member of that rack."""
-    pytest.importorskip("streamjoin.assignment.racks", reason="rack-aware actives not built yet")
-    single = {"orders": [[3], [1], [2]]}  # partition 0 on rack c, 1 on a, 2 on b
-    cluster = _cluster(_v5(RACKS, single))
-    members = _members({"wa": "a", "wb": "b", "wc": "c"}, ["orders"])
-    out = PartitionAssignor(app).assign(cluster, members)
+def _actives(app: Any, cluster: ClusterMetadata, members: dict[str, Any]) -> dict[int, str]:
+    """Partition of ``orders`` -> the Kafka member id the leader made its active."""
     owned = {}
-    for member_id, assignment in out.items():
+    for member_id, assignment in PartitionAssignor(app).assign(cluster, members).items():
         info = decode_assignment(assignment.user_data)
         assert info is not None
         for p in info.actives.get("orders", ()):
             owned[p] = member_id
-    assert owned == {0: "k-wc", 1: "k-wa", 2: "k-wb"}
+    return owned
+
+
+@pytest.mark.parametrize("traffic_cost", [None, 0])
+def test_the_leader_places_actives_on_their_partitions_replica_racks(
+    app: Any, traffic_cost: int | None
+) -> None:
+    """Each partition has its only replica on one rack, not in the members' order:
+    the assignment the leader sends puts each on the member of that rack, unless
+    the leader's ``--rack-traffic-cost`` is 0."""
+    pytest.importorskip("streamjoin.assignment.racks", reason="rack-aware actives not built yet")
+    from streamjoin.membership.settings import MemberSettings
+
+    if traffic_cost is not None:
+        app.conf.streamjoin_member = MemberSettings(rack_traffic_cost=traffic_cost)
+    single = {"orders": [[3], [1], [2]]}  # partition 0 on rack c, 1 on a, 2 on b
+    cluster = _cluster(_v5(RACKS, single))
+    members = _members({"wa": "a", "wb": "b", "wc": "c"}, ["orders"])
+    owned = _actives(app, cluster, members)
+    assert sorted(owned) == [0, 1, 2] and len(set(owned.values())) == 3
+    by_racks = {0: "k-wc", 1: "k-wa", 2: "k-wb"}
+    assert (owned == by_racks) is (traffic_cost is None)

@@ -181,3 +181,27 @@ def test_the_group_state_keeps_the_partition_racks_of_known_topics_of_the_right_
     assert (state.rack_traffic_cost, state.rack_move_cost) == (10, 1)  # the model's defaults
     unset, _ = build_group_state([_joined("k-a", "a")], PARTITIONS)
     assert dict(unset.partition_racks) == {}
+
+
+def test_member_settings_read_the_rack_costs_whose_defaults_are_the_cores() -> None:
+    from streamjoin.assignment.model import GroupState
+
+    default = MemberSettings.from_env({})
+    core = GroupState(topics={}, members=())
+    assert (default.rack_traffic_cost, default.rack_move_cost) == (
+        core.rack_traffic_cost,
+        core.rack_move_cost,
+    )
+    env = {"STREAMJOIN_RACK_TRAFFIC_COST": "0", "STREAMJOIN_RACK_MOVE_COST": "4"}
+    settings = MemberSettings.from_env(env)
+    assert (settings.rack_traffic_cost, settings.rack_move_cost) == (0, 4)
+    assert settings.overridden(rack_traffic_cost=7).rack_traffic_cost == 7
+    assert settings.overridden(rack_traffic_cost=7).rack_move_cost == 4
+    with pytest.raises(MemberSettingsError, match="STREAMJOIN_RACK_MOVE_COST='cheap'"):
+        MemberSettings.from_env({"STREAMJOIN_RACK_MOVE_COST": "cheap"})
+    with pytest.raises(MemberSettingsError, match="rack traffic cost must be an integer >= 0"):
+        MemberSettings(rack_traffic_cost=-1)
+    state, _ = build_group_state(
+        [_joined("k-a", "a")], PARTITIONS, rack_traffic_cost=0, rack_move_cost=4
+    )
+    assert (state.rack_traffic_cost, state.rack_move_cost) == (0, 4)

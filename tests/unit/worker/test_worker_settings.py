@@ -73,6 +73,8 @@ CASES: dict[str, tuple[str, list[str], str, Any, Any]] = {
         2,
         0,
     ),
+    "rack_traffic_cost": ("0", ["--rack-traffic-cost", "20"], "rack_traffic_cost", 0, 20),
+    "rack_move_cost": ("5", ["--rack-move-cost", "0"], "rack_move_cost", 5, 0),
     "standby_share": ("0.25", ["--standby-share", "1"], "standby_share", 0.25, 1.0),
     "security_protocol": (
         "sasl_ssl",
@@ -255,6 +257,22 @@ def test_replication_factor_and_credentials_reach_faust_settings() -> None:
     configure_app(app, WorkerOptions(app="m:app", replication_factor=3, security=security))
     assert app.conf.topic_replication_factor == 3
     assert isinstance(app.conf.broker_credentials, SASLCredentials)
+
+
+def test_member_settings_reach_the_apps_configuration_the_assignor_reads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import faust
+
+    from streamjoin.membership.settings import MemberSettings
+
+    monkeypatch.setenv("STREAMJOIN_RACK_MOVE_COST", "3")  # what a flag leaves unset
+    app = faust.App("sj-member-conf")
+    options = WorkerOptions(app="m:app", rack="zone-a", rack_traffic_cost=0)
+    configure_app(app, options)
+    assert app.conf.streamjoin_member == MemberSettings(
+        rack="zone-a", rack_traffic_cost=0, rack_move_cost=3
+    )
 
 
 def test_no_security_settings_keep_the_apps_credentials() -> None:
