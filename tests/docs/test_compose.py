@@ -1,9 +1,10 @@
 """docker/ checked against the code: no docker engine runs here, so the files are parsed.
 
-compose.yaml: Kafka in KRaft mode (three brokers, replication factor 3), topic
-creation with the partition count the app declares, three workers in two racks
-with one standby, the generator and the Spark report job. Dockerfile: slim,
-non-root, a healthcheck on the web port, the package installed.
+compose.yaml: Kafka in KRaft mode (three brokers on three racks, replication
+factor 3, fetches from the consumer's rack), topic creation with the partition
+count the app declares, three workers in two of those racks with one standby,
+the generator and the Spark report job. Dockerfile: slim, non-root, a
+healthcheck on the web port, the package installed.
 """
 
 from __future__ import annotations
@@ -333,6 +334,17 @@ def test_replication_factor_three_everywhere() -> None:
         # changelogs and repartition topics, created by the workers through faust
         assert env_of(service)["STREAMJOIN_REPLICATION_FACTOR"] == "3"
     assert env_of(services()["topics"])["REPLICATION_FACTOR"] == "3"
+
+
+def test_brokers_on_three_racks_serve_fetches_from_the_consumers_rack() -> None:
+    racks = [env_of(s).get("KAFKA_BROKER_RACK") for s in kafka_services().values()]
+    assert None not in racks and len(set(racks)) == 3
+    for name, service in kafka_services().items():
+        selector = env_of(service).get("KAFKA_REPLICA_SELECTOR_CLASS")
+        assert selector == "org.apache.kafka.common.replica.RackAwareReplicaSelector", name
+    for name, service in worker_services().items():
+        # a worker's rack is a brokers' rack: it fetches from the replica there
+        assert env_of(service)["STREAMJOIN_RACK"] in racks, name
 
 
 def test_every_bootstrap_address_is_a_broker_of_the_file() -> None:
