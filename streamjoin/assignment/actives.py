@@ -15,6 +15,7 @@ from itertools import repeat
 
 from streamjoin.assignment.fencing import History
 from streamjoin.assignment.model import TaskGroup
+from streamjoin.assignment.racks import RackCosts, deal_by_racks
 
 __all__ = ["place_actives"]
 
@@ -25,10 +26,14 @@ def place_actives(
     history: History,
     acceptable_lag: int,
     previous_counts: Sequence[Mapping[int, int]],
+    racks: Sequence[RackCosts | None] | None = None,
 ) -> list[list[int]]:
     """Return the owner (member index) of every task, per group.
 
     ``previous_counts``: per group, member -> tasks it owned before (``history.owner``).
+    ``racks``: per group, the traffic of its tasks per rack (:mod:`.racks`); tasks
+    nobody is warm for then go to a member in their least-traffic rack when one
+    has room.
     """
     owners: list[list[int]] = []
     for group, quota, counts in zip(groups, quotas, previous_counts, strict=True):
@@ -74,7 +79,10 @@ def place_actives(
                 continue
             owner[p] = target
             room[target] -= 1
-        if cold:
+        costs = racks[group.index] if racks is not None else None
+        if cold and costs is not None and costs.choice:
+            deal_by_racks(cold, owner, room, costs)
+        elif cold:
             open_members = [m for m in sorted(room) if room[m] > 0]
             slot = 0
             for p in cold:

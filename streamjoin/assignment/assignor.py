@@ -7,7 +7,8 @@ no clocks, no randomness. The steps:
 2. fence previous ownership claims and read changelog lag (:mod:`.fencing`);
 3. compute balanced, sticky active quotas per group and member (:mod:`.quotas`),
    where a task with a warm-up counts as its warm-up holder's;
-4. place the target owners: keep, then warm, then the remaining room (:mod:`.actives`);
+4. place the target owners: keep, then warm, then the remaining room (:mod:`.actives`),
+   then trade targets between racks to cut cross-rack traffic (:mod:`.racks`);
 5. settle the actual owners: a task whose target is not caught up stays on a
    caught-up member and the target gets a warm-up replica (:mod:`.warmups`);
 6. place standbys: racks first, then balanced and sticky, off the active's
@@ -48,6 +49,14 @@ from streamjoin.assignment.model import (
 )
 from streamjoin.assignment.moves import actual_moves
 from streamjoin.assignment.quotas import Demand, balanced_quotas
+from streamjoin.assignment.racks import (
+    CrossRack,
+    RackCosts,
+    RackIndex,
+    cross_rack,
+    place_by_racks,
+    task_costs,
+)
 from streamjoin.assignment.standbys import place_standbys
 from streamjoin.assignment.warmups import settle
 
@@ -89,6 +98,7 @@ def assign(state: GroupState) -> Assignment:
         moves=placed.moves,
         stats=placed.stats,
         withheld=tuple(sorted(placed.withheld)),
+        cross_rack=tuple((c.group, c.partition, c.traffic, c.reason) for c in placed.cross_rack),
     )
 
 
@@ -112,6 +122,8 @@ class Placement:
     #: tasks given to nobody this round: another member still owns them
     #: (cooperative groups only, see :mod:`.cooperative`)
     withheld: frozenset[tuple[int, int]] = frozenset()
+    #: tasks whose active is off its partitions' racks, with why (:mod:`.racks`)
+    cross_rack: tuple[CrossRack, ...] = ()
 
 
 def place(state: GroupState) -> Placement:
@@ -144,7 +156,18 @@ def place(state: GroupState) -> Placement:
         for g in groups
     ]
     active_quotas = balanced_quotas(demands, capacities)
-    targets = place_actives(groups, active_quotas.quotas, history, lag, previous_counts)
+    rack_index = RackIndex.of(members)
+    rack_costs = [task_costs(state, g, rack_index) for g in groups]
+    targets = place_actives(
+        groups,
+        active_quotas.quotas,
+        history,
+        lag,
+        previous_counts,
+        rack_costs if state.rack_traffic_cost > 0 else None,
+    )
+    unraced = [list(t) for t in targets]
+    place_by_racks(state, groups, targets, history, members, lag, rack_costs)
     settled = settle(groups, targets, actual, lag, state.max_warmup_replicas)
     owners = settled.owners
     standbys, standby_relaxed = place_standbys(
@@ -167,7 +190,14 @@ def place(state: GroupState) -> Placement:
             target = owners[gi][p]
             if groups[gi].stateful and warmups[gi][p] < 0 and target not in standbys[gi][p]:
                 warmups[gi][p] = target
-    moves = actual_moves(groups, owners, actual, members, lag)
+    rack_moved = {
+        (gi, p)
+        for gi, (before, after) in enumerate(zip(unraced, targets, strict=True))
+        if before != after
+        for p, (b, a) in enumerate(zip(before, after, strict=True))
+        if b != a
+    }
+    moves = actual_moves(groups, owners, actual, members, lag, rack_moved)
     generation = (latest_generation(members, last) or 0) + 1
     stats = _stats(groups, owners, standbys, members, actual, moves)
     stats.update(_target_stats(groups, targets, history, members, minimum))
@@ -180,6 +210,8 @@ def place(state: GroupState) -> Placement:
         protocol=rebalancing,
         withheld=len(withheld),
     )
+    crossing = cross_rack(state, rack_costs, owners, targets, history, members)
+    stats.update(_rack_stats(rack_costs, targets, members, crossing))
     return Placement(
         state=state,
         members=members,
@@ -191,7 +223,30 @@ def place(state: GroupState) -> Placement:
         moves=tuple(sorted(moves, key=lambda mv: (mv.group, mv.partition))),
         stats=stats,
         withheld=frozenset(withheld),
+        cross_rack=tuple(crossing),
     )
+
+
+def _rack_stats(
+    costs: Sequence[RackCosts | None],
+    targets: Sequence[Sequence[int]],
+    members: Sequence[MemberState],
+    crossing: Sequence[CrossRack],
+) -> dict[str, object]:
+    """Cross-rack tasks and traffic of the actual assignment, and of the target."""
+    target_tasks = target_traffic = 0
+    for group_costs, target in zip(costs, targets, strict=True):
+        if group_costs is None:
+            continue
+        traffic = group_costs.on(target)
+        target_tasks += len(traffic) - traffic.count(0)
+        target_traffic += sum(traffic)
+    return {
+        "cross_rack_tasks": len(crossing),
+        "cross_rack_traffic": sum(c.traffic for c in crossing),
+        "target_cross_rack_tasks": target_tasks,
+        "target_cross_rack_traffic": target_traffic,
+    }
 
 
 def _warm_orphans(group: TaskGroup, history: History, acceptable_lag: int) -> dict[int, int]:

@@ -159,3 +159,6 @@ class Assignment:
     #: tasks (group index, partition) given to nobody this round because
     #: another member still owns them (cooperative groups); sorted
     withheld: tuple[tuple[int, int], ...] = ()
+    #: tasks whose active reads a partition with no replica in its member's
+    #: rack: (group index, partition, traffic, reason), sorted (:mod:`.racks`)
+    cross_rack: tuple[tuple[int, int, int, str], ...] = ()

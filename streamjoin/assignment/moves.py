@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from streamjoin.assignment.fencing import History
 from streamjoin.assignment.model import MemberState, Move, TaskGroup
@@ -16,8 +16,11 @@ def actual_moves(
     history: History,
     members: Sequence[MemberState],
     acceptable_lag: int,
+    rack_moved: Collection[tuple[int, int]] = (),
 ) -> list[Move]:
     """The moves from the fenced previous owners (or none) to ``owners``.
+
+    ``rack_moved``: tasks whose target the rack step (:mod:`.racks`) changed.
 
     A task nobody owned counts when its owner left or its claims were
     contested; the tasks of a fresh group are not moves.
@@ -37,6 +40,8 @@ def actual_moves(
             if source >= 0:
                 if history.warmup_holder.get(task) == target:
                     reason = f"its warm-up on {members[target].id} caught up"
+                elif task in rack_moved:
+                    reason = "to a rack with more of its partitions' replicas (less traffic)"
                 else:
                     reason = (
                         f"{members[source].id} held more than its balanced share of {group.name}"
