@@ -51,10 +51,10 @@ from streamjoin.assignment.moves import actual_moves
 from streamjoin.assignment.quotas import Demand, balanced_quotas
 from streamjoin.assignment.racks import (
     CrossRack,
-    RackCosts,
     RackIndex,
     cross_rack,
     place_by_racks,
+    rack_stats,
     task_costs,
 )
 from streamjoin.assignment.standbys import place_standbys
@@ -166,8 +166,7 @@ def place(state: GroupState) -> Placement:
         previous_counts,
         rack_costs if state.rack_traffic_cost > 0 else None,
     )
-    unraced = [list(t) for t in targets]
-    place_by_racks(state, groups, targets, history, members, lag, rack_costs)
+    rack_moved = place_by_racks(state, groups, targets, history, members, lag, rack_costs)
     settled = settle(groups, targets, actual, lag, state.max_warmup_replicas)
     owners = settled.owners
     standbys, standby_relaxed = place_standbys(
@@ -190,13 +189,6 @@ def place(state: GroupState) -> Placement:
             target = owners[gi][p]
             if groups[gi].stateful and warmups[gi][p] < 0 and target not in standbys[gi][p]:
                 warmups[gi][p] = target
-    rack_moved = {
-        (gi, p)
-        for gi, (before, after) in enumerate(zip(unraced, targets, strict=True))
-        if before != after
-        for p, (b, a) in enumerate(zip(before, after, strict=True))
-        if b != a
-    }
     moves = actual_moves(groups, owners, actual, members, lag, rack_moved)
     generation = (latest_generation(members, last) or 0) + 1
     stats = _stats(groups, owners, standbys, members, actual, moves)
@@ -211,7 +203,7 @@ def place(state: GroupState) -> Placement:
         withheld=len(withheld),
     )
     crossing = cross_rack(state, rack_costs, owners, targets, history, members)
-    stats.update(_rack_stats(rack_costs, targets, members, crossing))
+    stats.update(rack_stats(rack_costs, targets, crossing))
     return Placement(
         state=state,
         members=members,
@@ -225,28 +217,6 @@ def place(state: GroupState) -> Placement:
         withheld=frozenset(withheld),
         cross_rack=tuple(crossing),
     )
-
-
-def _rack_stats(
-    costs: Sequence[RackCosts | None],
-    targets: Sequence[Sequence[int]],
-    members: Sequence[MemberState],
-    crossing: Sequence[CrossRack],
-) -> dict[str, object]:
-    """Cross-rack tasks and traffic of the actual assignment, and of the target."""
-    target_tasks = target_traffic = 0
-    for group_costs, target in zip(costs, targets, strict=True):
-        if group_costs is None:
-            continue
-        traffic = group_costs.on(target)
-        target_tasks += len(traffic) - traffic.count(0)
-        target_traffic += sum(traffic)
-    return {
-        "cross_rack_tasks": len(crossing),
-        "cross_rack_traffic": sum(c.traffic for c in crossing),
-        "target_cross_rack_tasks": target_tasks,
-        "target_cross_rack_traffic": target_traffic,
-    }
 
 
 def _warm_orphans(group: TaskGroup, history: History, acceptable_lag: int) -> dict[int, int]:

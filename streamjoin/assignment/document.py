@@ -102,10 +102,12 @@ def _parse(doc: Any, share: bool) -> GroupState:
             else _int(root["max_warmup_replicas"], "max_warmup_replicas", 0)
         ),
         last_assignment=_last_assignment(root.get("last_assignment"), topics),
-        partition_racks=_per_partition(root.get("partition_racks", {}), "partition_racks",
-                                       topics, _racks),
-        partition_weights=_per_partition(root.get("partition_weights", {}),
-                                         "partition_weights", topics, _weight),
+        partition_racks=_per_partition(
+            root.get("partition_racks", {}), "partition_racks", topics, _racks
+        ),
+        partition_weights=_per_partition(
+            root.get("partition_weights", {}), "partition_weights", topics, _weight
+        ),
         rack_traffic_cost=_int(root.get("rack_traffic_cost", 10), "rack_traffic_cost", 0),
         rack_move_cost=_int(root.get("rack_move_cost", 1), "rack_move_cost", 0),
     )
@@ -122,7 +124,7 @@ def _per_partition(
     for topic, listed in sorted(_obj(value, where).items()):
         name = f"{where}.{topic}"
         if topic not in topics:
-            raise _fail(name, f"unknown topic {topic!r}; list it under \"topics\" first")
+            raise _fail(name, f'unknown topic {topic!r}; list it under "topics" first')
         rows = _list(listed, name)
         if len(rows) != topics[topic]:
             raise _fail(
