@@ -21,6 +21,11 @@ Violations (each counted, never hidden)
     ``standby_on_active`` / ``standby_same_host``: a standby on its active's member/host;
     ``standby_missing`` / ``standby_excess``: versus ``min(standby_replicas, hosts − 1)``.
 
+Cross-rack (documents with ``partition_racks`` only)
+    ``cross_rack_tasks``, ``cross_rack_traffic``, ``rack_tasks`` and ``no_local_member``
+    of :mod:`.racks`: tasks whose active member's rack holds no replica of one of their
+    partitions.
+
 The minimum number of moves and the warm bound are in :mod:`.moves`.
 """
 
@@ -31,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from benchmarks.metrics.moves import minimum_moves, warm_reachable
+from benchmarks.metrics.racks import cross_rack, has_racks
 from benchmarks.metrics.tasks import Layout, Output, Placement, layout, placement
 
 
@@ -120,6 +126,8 @@ def evaluate(
         "standby_max": max(standby_values, default=0),
         "violations": {k: v for k, v in sorted(violations.items()) if v},
     }
+    if has_racks(document):
+        figures.update(cross_rack(document, lay, now))
     if previous is not None:
         figures.update(_rebalance_figures(lay, now, placement(lay, previous), joiner))
         balanced = figures["spread_total"] <= 1 and figures["spread_group_max"] <= 1
