@@ -121,6 +121,34 @@ def _warmups(m: Mapping[str, Any]) -> str:
     )
 
 
+def _cross_rack(m: Mapping[str, Any]) -> str:
+    """Cross-rack tasks and traffic (benchmarks.metrics.racks), of the tasks with racks."""
+    if "cross_rack_tasks" not in m:
+        return "n/a"
+    return (f"{m['cross_rack_tasks']} / {m['cross_rack_traffic']} (of {m['rack_tasks']}; "
+            f"{m['no_local_member']} cross anywhere)")
+
+
+def _cross_rack_short(m: Mapping[str, Any]) -> str:
+    return str(m.get("cross_rack_tasks", "–"))
+
+
+def _target_cross_rack(entry: Mapping[str, Any]) -> str:
+    """streamjoin's own figure for its target (where tasks are headed after warm-ups)."""
+    stats = entry.get("stats") or {}
+    if "target_cross_rack_tasks" not in stats:
+        return "–"
+    return f"{stats['target_cross_rack_tasks']} / {stats['target_cross_rack_traffic']}"
+
+
+def _rack_ratio(with_racks: Mapping[str, Any], without: Mapping[str, Any]) -> str:
+    """streamjoin's time with ``partition_racks`` over its time on the same document
+    without them."""
+    if with_racks.get("status") != "ok" or without.get("status") != "ok":
+        return "–"
+    return f"{with_racks['seconds'] / max(without['seconds'], 1e-9):.2f}×"
+
+
 def _violations(m: Mapping[str, Any]) -> str:
     found = m["violations"]
     if not found:
@@ -158,6 +186,21 @@ def render_scenario(name: str, figures: Mapping[str, Any]) -> str:
         ("warm-ups; target moves / minimum", _warmups(mine["rebalance"]),
          _warmups(peer["rebalance"]), ""),
     ]
+    if any("cross_rack_tasks" in figures[a][phase].get("metrics", {})
+           for a in ASSIGNORS for phase in ("fresh", "rebalance")):
+        for phase in ("fresh", "rebalance"):
+            rows.append((
+                f"{phase}: cross-rack tasks / traffic", _metric(mine[phase], _cross_rack),
+                _metric(peer[phase], _cross_rack), ""))
+        rows.append(("rebalance: target cross-rack tasks / traffic",
+                     _target_cross_rack(mine["rebalance"]), "–", ""))
+    plain = figures.get("without_racks")
+    if plain:
+        for phase in ("fresh", "rebalance"):
+            rows.append((
+                f"{phase}: time with racks / without (best of {plain['repeat']}; ≤ 1.5×)",
+                f"{_rack_ratio(mine[phase], plain[phase])} "
+                f"({_time(mine[phase])} / {_time(plain[phase])})", "", ""))
     encode = peer["fresh"].get("stats", {}).get("encode_s")
     if encode is not None:
         rows.append(("faust wire encoding (fresh)", "", f"{encode:.3f} s", ""))
@@ -193,3 +236,33 @@ def render_summary(results: Mapping[str, Any]) -> str:
             if figures["change"] == "join" else "n/a",
         ))
     return "\n".join(columns(rows))
+
+
+def render_rack_summary(results: Mapping[str, Any]) -> str:
+    """One line per rack scenario: cross-rack tasks of both assignors and streamjoin's
+    time with racks over without; empty when no scenario has racks."""
+    header = ("scenario", "sj fresh", "faust fresh", "sj rebal", "faust rebal",
+              "sj target", "cross anyway", "time w/ racks fresh", "rebal", "target")
+    rows: list[tuple[str, ...]] = [header]
+    for name, figures in results.items():
+        plain = figures.get("without_racks")
+        if plain is None:
+            continue
+        mine, peer = figures["streamjoin"], figures["faust"]
+        ratios = [_rack_ratio(mine[phase], plain[phase]) for phase in ("fresh", "rebalance")]
+        within = [
+            mine[phase]["seconds"] <= 1.5 * plain[phase]["seconds"]
+            for phase in ("fresh", "rebalance")
+            if mine[phase].get("status") == "ok" and plain[phase].get("status") == "ok"
+        ]
+        rows.append((
+            name,
+            _metric(mine["fresh"], _cross_rack_short), _metric(peer["fresh"], _cross_rack_short),
+            _metric(mine["rebalance"], _cross_rack_short),
+            _metric(peer["rebalance"], _cross_rack_short),
+            _target_cross_rack(mine["rebalance"]).split(" / ")[0],
+            _metric(mine["rebalance"], lambda m: m.get("no_local_member", "–")),
+            *ratios,
+            ("met" if all(within) else "NOT met") if within else "–",
+        ))
+    return "\n".join(columns(rows)) if len(rows) > 1 else ""

@@ -5,6 +5,12 @@ from an assignor's own fresh result, a *rebalance* document: the surviving membe
 what that assignor gave them (actives, standbys, the generation it returned, changelog
 offsets), then one change is applied — a member joins or a member leaves.
 
+Scenarios named ``*-racks`` (issue 41) are a, b, e and f with broker racks: the same
+document plus ``partition_racks`` (:func:`with_replica_racks`), three racks
+``zone-1..3`` matching the members' zones, two replicas per partition.  The benchmark
+also times streamjoin on the same document without ``partition_racks`` (for a, b and e
+that is exactly the plain scenario's document) to show what rack-aware placement costs.
+
 Documents use the shared group-state format of ``streamjoin assign`` (see docs/assignment.rst).
 Everything that could vary (which member leaves, reported standby lags) comes from a
 ``random.Random`` seeded per scenario, and every iteration is over sorted keys, so a
@@ -43,6 +49,12 @@ class Scenario:
     build: Callable[[], Document]
     #: members that join at once (``change == "join"``)
     joiners: int = 1
+    #: the scenario this one adds broker racks to (``*-racks`` scenarios)
+    plain: str | None = None
+    #: streamjoin's call is timed this many times in one process, the best counting
+    #: (rack scenarios and their rack-less twins: the ratio of two single calls of a
+    #: millisecond is mostly noise)
+    repeat: int = 1
 
     def fresh_document(self) -> Document:
         """Build the fresh group state (no previous assignment anywhere)."""
@@ -173,6 +185,69 @@ def near_full_standbys_document() -> Document:
         copartition=[["bar", "baz", "foo"]],
         changelogs=["store-changelog"],
         standby_replicas=45,
+    )
+
+
+ZONES = 3
+REPLICATION = 2
+
+
+def replica_racks(
+    partitions: int, shift: int, racks: int = ZONES, replication: int = REPLICATION,
+    prefix: str = "zone-",
+) -> list[list[str]]:
+    """Partition ``p``'s replicas on racks ``prefix(p + shift) % racks + 1`` and the
+    next ``replication - 1`` racks round the ring: the leader's rack rotates with the
+    partition, the way Kafka spreads a topic's replicas over racks.  Partitions on the
+    same racks share one row object (so do documents the assignor parses)."""
+    rows = [
+        [f"{prefix}{(first + k) % racks + 1}" for k in range(replication)]
+        for first in range(racks)
+    ]
+    return [rows[(p + shift) % racks] for p in range(partitions)]
+
+
+def with_replica_racks(document: Document, shifts: Mapping[str, int]) -> Document:
+    """``document`` with ``partition_racks`` for every topic of ``shifts`` (topic ->
+    shift of :func:`replica_racks`).  Topics of one task shifted by one rack from each
+    other share exactly one rack holding all of the task's partitions; the other racks
+    hold some of them (traffic 1 or 2): tasks differ in where they are cheapest."""
+    racks = {t: replica_racks(document["topics"][t], shift) for t, shift in sorted(shifts.items())}
+    return dict(document, partition_racks=racks)
+
+
+def without_replica_racks(document: Document) -> Document:
+    """``document`` without broker racks: what streamjoin's time with racks is set against."""
+    return {k: v for k, v in document.items() if k not in ("partition_racks", "partition_weights")}
+
+
+def join_groups_racks(document: Document) -> Document:
+    """Broker racks for :func:`join_groups_document`: join ``i``'s left topic and
+    changelog start at rack ``i``, its right topic one rack on."""
+    shifts: dict[str, int] = {}
+    for topic in document["topics"]:
+        index = int(topic[4:7])
+        shifts[topic] = index + 1 if topic.endswith("-right") else index
+    return with_replica_racks(document, shifts)
+
+
+def ad_join_racks_document() -> Document:
+    """Scenario a with broker racks on three zones; its members are on two of them, so
+    a third of the tasks (those whose only all-replica rack is zone-3) cross anyway."""
+    return with_replica_racks(
+        ad_join_document(),
+        {"impressions": 0, "ads-impressions-changelog": 0, "clicks": 1,
+         "ads-clicks-changelog": 1},
+    )
+
+
+def near_full_standbys_racks_document() -> Document:
+    """Scenario f with members on zones 1..3 (f's members have no rack) and broker racks."""
+    document = near_full_standbys_document()
+    topics = sorted(document["topics"])
+    document["members"] = _members(len(document["members"]), topics, racks=ZONES)
+    return with_replica_racks(
+        document, {"bar": 0, "baz": 1, "foo": 0, "store-changelog": 1}
     )
 
 
@@ -317,6 +392,41 @@ SCENARIOS: dict[str, Scenario] = {
             601,
             near_full_standbys_document,
             joiners=10,
+        ),
+        Scenario(
+            "a-join-racks",
+            "a with broker racks (3 zones, 2 replicas); members on 2 zones; a 9th joins",
+            "join", True, 101, ad_join_racks_document, plain="a-join", repeat=9,
+        ),
+        Scenario(
+            "a-leave-racks",
+            "a with broker racks (3 zones, 2 replicas); members on 2 zones; a member leaves",
+            "leave", True, 102, ad_join_racks_document, plain="a-leave", repeat=9,
+        ),
+        Scenario(
+            "b-50-joins-racks",
+            "b with broker racks (3 zones, 2 replicas, members on the same 3); a member joins",
+            "join", False, 201,
+            lambda: join_groups_racks(join_groups_document(
+                members=1000, groups=50, base_partitions=200, standby_replicas=1, racks=3
+            )),
+            plain="b-50-joins", repeat=3,
+        ),
+        Scenario(
+            "e-10k-members-racks",
+            "e with broker racks (3 zones, 2 replicas, members on the same 3); a member joins",
+            "join", False, 501,
+            lambda: join_groups_racks(join_groups_document(
+                members=10_000, groups=100, base_partitions=1000, standby_replicas=1, racks=3
+            )),
+            plain="e-10k-members", repeat=3,
+        ),
+        Scenario(
+            "f-45-standbys-racks",
+            "f with members on 3 zones and broker racks (3 zones, 2 replicas); "
+            "10 members join",
+            "join", False, 601, near_full_standbys_racks_document, joiners=10,
+            plain="f-45-standbys", repeat=3,
         ),
     )
 }
