@@ -6,5 +6,5 @@
   ``PartitionAssignor`` driven as its leader runs it; ``report.py``: the side-by-side
   tables (figures judged by ``benchmarks/metrics``);
 * ``churn.py``: ``python -m benchmarks.assignor.churn``, a replayed sequence of group
-  changes judged for cold activations and rack safety.
+  changes judged for cold activations, rack safety and cross-rack tasks.
 """

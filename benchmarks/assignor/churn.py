@@ -29,23 +29,51 @@ A round is **unbalanced** when no warm-up is pending and a group's active
 counts differ by more than one (capacities are equal); **held back** counts
 tasks kept off their target without a warm-up.
 
+Brokers have racks too (issue 41): every partition has two replicas on racks
+r1..r3 (``partition_racks``, rotating with the partition, each topic shifted
+so that a task's partitions share one rack). A task is **cross-rack** in a
+round when its active member's rack holds no replica of one of its partitions
+(:mod:`benchmarks.metrics.racks`); *cross anyway* counts the tasks no eligible
+member could run without crossing (in the 2-per-host shape no member is on
+r3). Each variant runs rack-aware (the default ``rack_traffic_cost``) and
+rack-oblivious (``rack_traffic_cost`` 0: the assignor before issue 41).
+faust-streaming 0.15.3's assignor (``faust_peer.py``) replays the same churn
+from its own outputs, judged by the same code; it has no warm-ups and ignores
+generations, offsets and racks. Its rows need ``PYTHONHASHSEED=0`` to repeat
+(faust's choices follow set order): the command re-executes itself with it.
+
     python -m benchmarks.assignor.churn [--rounds 300] [--seed 7] [--shape both]
+                                        [--skip-faust]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
+from benchmarks.assignor import faust_peer
+from benchmarks.assignor.scenarios import replica_racks
 from benchmarks.harness.report import render_table, say
+from benchmarks.metrics import quality
+from benchmarks.metrics.racks import cross_rack
 from streamjoin.assignment import assign_document
 
 Doc = dict[str, Any]
 END = 10_000
 TOPICS = {"imp": 24, "clk": 24, "state-changelog": 24, "agg": 8, "agg-changelog": 8}
 STATEFUL = {"imp": "state-changelog", "agg": "agg-changelog"}
+#: per topic, the shift of its replicas' racks (:func:`~.scenarios.replica_racks`):
+#: partition p of imp+clk+state-changelog has all three on rack r((p + 1) % 3 + 1),
+#: of agg+agg-changelog on r(p % 3 + 1)
+RACK_SHIFTS = {"imp": 0, "clk": 1, "state-changelog": 0, "agg": 2, "agg-changelog": 0}
+PARTITION_RACKS = {
+    topic: replica_racks(TOPICS[topic], shift, prefix="r") for topic, shift in RACK_SHIFTS.items()
+}
 
 
 def _member(serial: int, rnd: random.Random, host: int | None = None) -> dict[str, Any]:
@@ -109,7 +137,11 @@ def _change(doc: Doc, rnd: random.Random, serial: int, shared: bool) -> None:
 
 
 def _judge(doc: Doc, out: Doc, acceptable: int) -> dict[str, int]:
-    """Cold activations (avoidable or not) and rack-unsafe tasks of one round."""
+    """Cold activations (avoidable or not), rack-unsafe and cross-rack tasks of one round.
+
+    faust's output has no ``stats``: nothing is held back by it, and its round is
+    unbalanced when a group's active counts differ by more than one (it has no warm-ups).
+    """
     figures = dict.fromkeys(FIGURES, 0)
     rack = {m["id"]: m["rack"] for m in doc["members"]}
     host = {m["id"]: m["host"] for m in doc["members"]}
@@ -159,9 +191,15 @@ def _judge(doc: Doc, out: Doc, acceptable: int) -> dict[str, int]:
             free -= {host[owner], *(host[mid] for mid in spare)}
             if len(spare) < doc["standby_replicas"] and free:
                 figures["short_of_standbys"] += 1
-    stats = out["stats"]
-    figures["held_back"] = stats["held_back"]
-    if stats["warmups"] == 0 and stats["active_spread_per_group"] > 1:
+    racks = cross_rack(doc, output=out)
+    figures["cross_rack"] = racks["cross_rack_tasks"]
+    figures["cross_anyway"] = racks["no_local_member"]
+    stats = out.get("stats") or {}
+    if "held_back" in stats:
+        figures["held_back"] = stats["held_back"]
+        if stats["warmups"] == 0 and stats["active_spread_per_group"] > 1:
+            figures["unbalanced"] = 1
+    elif quality.evaluate(doc, out)["spread_group_max"] > 1:
         figures["unbalanced"] = 1
     return figures
 
@@ -175,12 +213,29 @@ FIGURES = (
     "short_of_standbys",
     "held_back",
     "unbalanced",
+    "cross_rack",
+    "cross_anyway",
 )
 
+FAUST = "faust"
 
-def run(rounds: int, seed: int, cap: int | None, per_host: int = 1) -> dict[str, float]:
+
+def _faust(doc: Doc) -> tuple[Doc, float]:
+    """faust's assignment of ``doc`` and the seconds its leader's assignment took."""
+    prepared = faust_peer.prepare(doc)
+    seconds = faust_peer.run(prepared)
+    return faust_peer.to_output(prepared), seconds
+
+
+def run(
+    rounds: int, seed: int, cap: int | None, per_host: int = 1, *,
+    rack_traffic_cost: int | None = None, assignor: str = "streamjoin",
+) -> dict[str, float]:
     """Replay the seeded churn with ``max_warmup_replicas`` = ``cap``; ``per_host``
-    workers on each host to start (1: every worker on its own host)."""
+    workers on each host to start (1: every worker on its own host);
+    ``rack_traffic_cost`` as given (None: the assignor's default); ``assignor``
+    ``"faust"``: faust's assignor instead, replaying its own outputs (``cap`` and
+    ``rack_traffic_cost`` mean nothing to it)."""
     rnd = random.Random(seed)
     shared = per_host > 1
     doc: Doc = {
@@ -190,29 +245,68 @@ def run(rounds: int, seed: int, cap: int | None, per_host: int = 1) -> dict[str,
         "standby_replicas": 1,
         "acceptable_recovery_lag": 100,
         "max_warmup_replicas": cap,
+        "partition_racks": PARTITION_RACKS,
         "members": [_member(i, rnd, i // per_host if shared else None) for i in range(6)],
     }
+    if rack_traffic_cost is not None:
+        doc["rack_traffic_cost"] = rack_traffic_cost
+
+    def assign(doc: Doc) -> tuple[Doc, float]:
+        if assignor == FAUST:
+            return _faust(doc)
+        started = time.perf_counter()
+        out = assign_document(doc)
+        return out, time.perf_counter() - started
+
     totals = dict.fromkeys(FIGURES, 0)
     warming: dict[tuple[str, str, int], int] = {}
-    out = assign_document(doc)
+    out, _ = assign(doc)
     seconds = 0.0
     for serial in range(rounds):
         doc = _report(doc, out, warming)
         _change(doc, rnd, 100 + serial, shared)
-        started = time.perf_counter()
-        out = assign_document(doc)
-        seconds += time.perf_counter() - started
+        out, took = assign(doc)
+        seconds += took
         for key, value in _judge(doc, out, doc["acceptable_recovery_lag"]).items():
             totals[key] += value
     return {**totals, "seconds": seconds}
 
 
 SHAPES = {"one per host": 1, "2 per host": 2}
+#: (label, max_warmup_replicas, rack_traffic_cost, assignor) per row of a shape
+VARIANTS: tuple[tuple[str, int | None, int | None, str], ...] = (
+    ("warm-ups, racks (default)", None, None, "streamjoin"),
+    ("warm-ups, rack-oblivious (cost 0)", None, 0, "streamjoin"),
+    ("cold moves (cap 0), racks", 0, None, "streamjoin"),
+    ("cold moves (cap 0), rack-oblivious", 0, 0, "streamjoin"),
+    (f"faust {faust_peer.FAUST_VERSION}", None, None, FAUST),
+)
+#: the repository root (a re-executed run imports ``benchmarks`` from there)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _row(shape: str, label: str, f: dict[str, float], rounds: int, faust: bool) -> list[str]:
+    warm = f["activations"] - f["cold"]
+    return [
+        shape,
+        label,
+        f"{int(f['activations']):,}",
+        f"{warm / f['activations']:.2f}" if f["activations"] else "n/a",
+        f"{int(f['cold']):,}",
+        f"{int(f['avoidable']):,}",
+        f"{int(f['rack_unsafe']):,} of {int(f['stateful']):,}",
+        f"{int(f['short_of_standbys']):,}",
+        "–" if faust else f"{int(f['held_back']):,}",
+        f"{int(f['unbalanced']):,}",
+        f"{int(f['cross_rack']):,} ({int(f['cross_anyway']):,})",
+        f"{f['seconds'] / rounds * 1000:.1f} ms",
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.assignor.churn", description=__doc__
+        prog="python -m benchmarks.assignor.churn", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--rounds", type=int, default=300)
     parser.add_argument("--seed", type=int, default=7)
@@ -222,31 +316,22 @@ def main(argv: list[str] | None = None) -> int:
         default="both",
         help="one worker per host, several per host, or both side by side",
     )
+    parser.add_argument("--skip-faust", action="store_true",
+                        help="leave faust's assignor out")
     args = parser.parse_args(argv)
     shapes = {"one": ["one per host"], "shared": ["2 per host"]}.get(args.shape, list(SHAPES))
     rows = []
     for shape in shapes:
-        for label, cap in (("warm-ups", None), ("cold moves", 0)):
-            f = run(args.rounds, args.seed, cap, SHAPES[shape])
-            warm = f["activations"] - f["cold"]
-            rows.append(
-                [
-                    shape,
-                    label,
-                    f"{int(f['activations']):,}",
-                    f"{warm / f['activations']:.2f}" if f["activations"] else "n/a",
-                    f"{int(f['cold']):,}",
-                    f"{int(f['avoidable']):,}",
-                    f"{int(f['rack_unsafe']):,} of {int(f['stateful']):,}",
-                    f"{int(f['short_of_standbys']):,}",
-                    f"{int(f['held_back']):,}",
-                    f"{int(f['unbalanced']):,}",
-                    f"{f['seconds'] / args.rounds * 1000:.1f} ms",
-                ]
-            )
+        for label, cap, cost, assignor in VARIANTS:
+            if assignor == FAUST and args.skip_faust:
+                continue
+            f = run(args.rounds, args.seed, cap, SHAPES[shape], rack_traffic_cost=cost,
+                    assignor=assignor)
+            rows.append(_row(shape, label, f, args.rounds, assignor == FAUST))
     say(
         f"churn: {args.rounds} rounds, seed {args.seed}, 32 stateful tasks, 1 standby; "
-        "one per host: 3 racks; 2 per host: six workers on three hosts to start, 2 racks"
+        "one per host: 3 racks; 2 per host: six workers on three hosts to start, 2 racks; "
+        "brokers on racks r1..r3, 2 replicas per partition"
     )
     say(
         render_table(
@@ -261,6 +346,7 @@ def main(argv: list[str] | None = None) -> int:
                 "short of standbys",
                 "held back",
                 "unbalanced rounds",
+                "cross-rack task-rounds (cross anyway)",
                 "assign time/round",
             ],
             rows,
@@ -269,5 +355,19 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _with_fixed_hash_seed() -> None:
+    """Run this command again with ``PYTHONHASHSEED=0`` unless it has it (or leaves
+    faust out): faust's choices follow set order, so its rows repeat only then."""
+    if "--skip-faust" in sys.argv or os.environ.get("PYTHONHASHSEED") == "0":
+        return
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    os.execve(
+        sys.executable,
+        [sys.executable, "-m", "benchmarks.assignor.churn", *sys.argv[1:]],
+        dict(os.environ, PYTHONHASHSEED="0", PYTHONPATH=path),
+    )
+
+
 if __name__ == "__main__":
+    _with_fixed_hash_seed()
     raise SystemExit(main())

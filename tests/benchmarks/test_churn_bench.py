@@ -28,3 +28,17 @@ def test_a_short_churn_run_with_two_workers_per_host_holds_nothing_back() -> Non
     assert shared["avoidable"] == 0 and shared["rack_unsafe"] == 0
     assert shared["held_back"] == 0 and shared["unbalanced"] == 0
     assert shared["short_of_standbys"] == 0
+
+
+def test_rack_aware_placement_cuts_cross_rack_task_rounds() -> None:
+    """Broker racks on the churn (issue 41): the default places fewer tasks off their
+    partitions' racks than rack_traffic_cost 0 (the assignor before racks) and than
+    faust's assignor replaying its own outputs; all are judged by the same metric."""
+    aware = run(rounds=30, seed=7, cap=None)
+    oblivious = run(rounds=30, seed=7, cap=None, rack_traffic_cost=0)
+    peer = run(rounds=30, seed=7, cap=None, assignor="faust")
+    assert aware["stateful"] == oblivious["stateful"] == peer["stateful"] == 30 * 32
+    assert aware["cross_anyway"] == oblivious["cross_anyway"] == peer["cross_anyway"]
+    assert aware["cross_anyway"] <= aware["cross_rack"] < oblivious["cross_rack"]
+    assert aware["cross_rack"] < peer["cross_rack"]
+    assert aware["avoidable"] == 0

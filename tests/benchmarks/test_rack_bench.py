@@ -9,11 +9,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.assignor import faust_peer, report, scenarios  # noqa: E402
+from benchmarks.assignor import churn, faust_peer, report, scenarios  # noqa: E402
 from benchmarks.metrics import quality, racks  # noqa: E402
 from streamjoin.assignment import assign_document  # noqa: E402
 
@@ -100,6 +102,22 @@ def test_the_metric_agrees_with_streamjoins_own_count() -> None:
         peer = faust_peer.assign_document(fresh_document)
         from_peer = scenario.rebalance_document(fresh_document, peer)
         _agrees(from_peer, assign_document(from_peer))
+
+
+def test_the_metric_agrees_on_churn_documents(monkeypatch: pytest.MonkeyPatch) -> None:
+    checked = 0
+    original = churn._judge
+
+    def judge(doc: dict[str, Any], out: dict[str, Any], acceptable: int) -> dict[str, int]:
+        nonlocal checked
+        _agrees(doc, out)
+        checked += 1
+        return original(doc, out, acceptable)
+
+    monkeypatch.setattr(churn, "_judge", judge)
+    churn.run(rounds=15, seed=5, cap=None)
+    churn.run(rounds=15, seed=5, cap=0, per_host=2, rack_traffic_cost=0)
+    assert checked == 30
 
 
 def test_rack_scenarios_are_their_plain_scenarios_plus_broker_racks() -> None:
