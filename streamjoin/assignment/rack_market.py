@@ -24,12 +24,29 @@ from __future__ import annotations
 import heapq
 import operator
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from streamjoin.assignment.fencing import History
 from streamjoin.assignment.model import GroupState, TaskGroup
 from streamjoin.assignment.rack_costs import RackCosts
 
-__all__ = ["RackMarket"]
+__all__ = ["Plan", "RackMarket"]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A task's way, with a slot, from a giver's rack to a taker's (see ``plan``)."""
+
+    #: (cost change, not the giver's own task, task): the order plans compare in
+    key: tuple[int, bool, int]
+    first: int
+    #: the rack edges the tasks after it move along, and the rack it goes to
+    steps: list[tuple[int, int]]
+    reached: int
+
+    @property
+    def change(self) -> int:
+        return self.key[0]
 
 
 class RackMarket:
@@ -47,7 +64,10 @@ class RackMarket:
         target: list[int],
         history: History,
         costs: RackCosts,
+        scale: int,
     ) -> None:
+        """``scale``: more than the tasks of every group traded together (a unit of
+        traffic or a move outweighs all their tie-breaks: keep a task's rack)."""
         self.group, self.target, self.n = group, target, len(costs.index.racks)
         self.rack_of = costs.index.of_member
         self.start = [self.rack_of[m] for m in target]
@@ -58,8 +78,6 @@ class RackMarket:
         for m in target:
             self.slots[m] += 1
         previous = self.previous = history.owner[group.index]
-        # one unit of traffic or move outweighs every tie-break of the group together
-        scale = group.partitions + 1
         traffic_cost, move_cost = state.rack_traffic_cost, state.rack_move_cost
         self.reshuffle = move_cost * scale
         self.traffic, self.least = costs.traffic, costs.least
@@ -101,9 +119,11 @@ class RackMarket:
         self.rack[p] = s
         self._offer(p, s, push=True)
 
-    def settle(self, totals: list[int] | None) -> None:
+    def settle(self, totals: list[int] | None) -> bool:
         """Cancel cycles; then, while balance allows, move a slot with a task
-        along a path that lowers the cost (``totals``: None keeps the counts)."""
+        along a path that lowers the cost (``totals``: None keeps the counts).
+        Returns whether a slot moved (the counts changed)."""
+        transferred = False
         while True:
             self._swap_pairs()
             cycle = _negative_cycle(self.n, self._weights())
@@ -113,7 +133,8 @@ class RackMarket:
                     self._move(p, s)
                 continue
             if totals is None or not self._transfer(totals):
-                return
+                return transferred
+            transferred = True
 
     def _swap_pairs(self) -> None:
         """Cancel the cycles of two racks first: one task each way (most of them)."""
@@ -150,27 +171,43 @@ class RackMarket:
         if all(map(operator.eq, map(_at, self.traffic, self.rack), self.least)):
             return False  # every task has its least traffic: only moves are left to pay
         givers, takers = _balance_ends(self.slots, totals)
-        if not givers or not takers:
+        found = self.plan(givers, takers, 0) if givers and takers else None
+        if found is None:
             return False
+        self.apply(found, givers, takers, totals)
+        return True
+
+    def high_low(self) -> tuple[set[int], set[int]]:
+        """Members with a task more than others of the group, and one task fewer
+        (both empty unless the group's counts differ by exactly one)."""
+        counts = self.slots.values()
+        high, low = max(counts), min(counts)
+        if high != low + 1:
+            return set(), set()
+        return (
+            {m for m, c in self.slots.items() if c == high},
+            {m for m, c in self.slots.items() if c == low},
+        )
+
+    def plan(self, givers: set[int], takers: set[int], below: float) -> Plan | None:
+        """The cheapest way for a task of a giver's rack to go, with a slot, to a
+        taker's rack, if it changes the cost by less than ``below``."""
         taker_racks = sorted({self.rack_of[m] for m in takers})
         weights = self._weights()
-        best: tuple[tuple[int, bool, int], int, list[tuple[int, int]], int] | None = None
+        best: Plan | None = None
         ways = {}  # first rack -> (cost, path) of the cheapest way on to a taker's rack
         # any task of a giver's rack may leave: a rack's slots are interchangeable
-        # (the giver's own tasks first on a tie: fewer moves within the rack)
-        # (another task's leaving makes one of the giver's tasks move within its rack,
-        # unless the giver has a free slot there: that move is priced too)
+        # (the giver's own tasks first on a tie: fewer moves within the rack);
+        # another task's leaving makes one of the giver's tasks move within its rack,
+        # unless the giver has a free slot there or a task it did not run before:
+        # that move is priced too
         giving = {self.rack_of[m] for m in givers}
-
-        def giving_loose(r: int) -> bool:
-            return any(self.rack_of[m] == r for m in loose)
-
         free = {r for r in giving if not givers.isdisjoint(self.pool[r])}
-        # givers all of whose tasks are new to them: moving one of those is no move
         loose = set(givers)
         for p, m in enumerate(self.member):
             if m in loose and self.previous[p] == m:
                 loose.discard(m)
+        free.update(self.rack_of[m] for m in loose)
         for p, m in enumerate(self.member):
             r = self.rack[p]
             if r not in giving:
@@ -178,15 +215,18 @@ class RackMarket:
             row = self.price[p]
             if r not in ways:
                 ways[r] = _cheapest_ways(self.n, weights, r, taker_racks)
-            shuffle = 0 if m in givers or r in free or giving_loose(r) else self.reshuffle
+            shuffle = 0 if m in givers or r in free else self.reshuffle
             for s, (cost, steps) in ways[r].items():
                 change = row[s] - row[r] + cost + shuffle
                 key = (change, m not in givers, p)
-                if change < 0 and (best is None or key < best[0]):
-                    best = (key, p, steps, s)
-        if best is None:
-            return False
-        _, first, steps, reached = best
+                if change < below and (best is None or key < best.key):
+                    best = Plan(key, p, steps, s)
+        return best
+
+    def apply(self, plan: Plan, givers: set[int], takers: set[int], totals: list[int]) -> None:
+        """Carry ``plan`` out: a giver of the first rack loses a slot, a taker of
+        the last one gains it (``totals`` follow)."""
+        first, steps, reached = plan.first, plan.steps, plan.reached
         end = steps[-1][1] if steps else reached
         r0, held = self.rack[first], self.member[first]
         if held in givers:  # its slot leaves with it
@@ -211,7 +251,6 @@ class RackMarket:
         self.slots[taker] += 1
         totals[taker] += 1
         self.pool[end].append(taker)
-        return True
 
     def _spare_task(self, giver: int) -> tuple[int, bool]:
         """The task of ``giver`` to hand to another member of its rack (one it did

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from streamjoin.assignment.fencing import History
 from streamjoin.assignment.model import GroupState, MemberState, TaskGroup
 from streamjoin.assignment.rack_costs import RackCosts, RackIndex, deal_by_racks, task_costs
-from streamjoin.assignment.rack_market import RackMarket
+from streamjoin.assignment.rack_market import Plan, RackMarket
 
 __all__ = [
     "REASONS",
@@ -66,6 +66,8 @@ def place_by_racks(
             totals[m] += 1
     # quotas follow capacities when they differ: then only the counts stay as they are
     flexible = len({m.capacity for m in members}) == 1
+    scale = sum(g.partitions for g in groups) + 1
+    markets: dict[int, RackMarket] = {}
     for group, costs in zip(groups, costs_of, strict=True):
         if (
             costs is not None
@@ -73,13 +75,109 @@ def place_by_racks(
             and state.rack_traffic_cost > 0
             and costs.on(targets[group.index]) != costs.least
         ):
-            before = list(targets[group.index])
-            market = RackMarket(state, group, targets[group.index], history, costs)
+            market = markets[group.index] = RackMarket(
+                state, group, targets[group.index], history, costs, scale
+            )
             market.settle(totals if flexible else None)
-            market.fill(history, acceptable_lag)
-            after = targets[group.index]
-            changed.update((group.index, p) for p, m in enumerate(before) if after[p] != m)
+    if flexible and markets and 1 < len(groups) <= _EXCHANGE_GROUPS:
+        _exchange(state, groups, targets, history, costs_of, markets, totals, scale)
+    for gi, market in sorted(markets.items()):
+        before = list(targets[gi])
+        market.fill(history, acceptable_lag)
+        changed.update((gi, p) for p, m in enumerate(before) if targets[gi][p] != m)
     return changed
+
+
+def _exchange(
+    state: GroupState,
+    groups: Sequence[TaskGroup],
+    targets: list[list[int]],
+    history: History,
+    costs_of: Sequence[RackCosts | None],
+    markets: dict[int, RackMarket],
+    totals: list[int],
+    scale: int,
+) -> None:
+    """Two members trade a slot of one group for a slot of another when the two
+    ways together lower the cost (totals stay; each group's counts stay within
+    one): what one group's transfers alone cannot do while the totals are even."""
+    index = next(c.index for c in costs_of if c is not None)
+    for _ in range(_EXCHANGES):
+        found = None
+        for g in groups:
+            for h in groups:
+                if g.index == h.index or (g.index not in markets and h.index not in markets):
+                    continue
+                mg = _market(state, g, targets, history, costs_of, markets, index, scale)
+                mh = _market(state, h, targets, history, costs_of, markets, index, scale)
+                found = _best_exchange(mg, mh) or found
+                if found is not None:
+                    break
+            if found is not None:
+                break
+        if found is None:
+            return
+        mg, mh, a, b, plan_g, plan_h = found
+        mg.apply(plan_g, {a}, {b}, totals)
+        mh.apply(plan_h, {b}, {a}, totals)
+        mg.settle(totals)
+        mh.settle(totals)
+
+
+def _market(
+    state: GroupState,
+    group: TaskGroup,
+    targets: list[list[int]],
+    history: History,
+    costs_of: Sequence[RackCosts | None],
+    markets: dict[int, RackMarket],
+    index: RackIndex,
+    scale: int,
+) -> RackMarket:
+    """The group's market, opened (with no traffic anywhere if racks are unknown)."""
+    market = markets.get(group.index)
+    if market is None:
+        costs = costs_of[group.index] or RackCosts(
+            index,
+            tuple(range(len(index.racks))),
+            [(0,) * len(index.racks)] * group.partitions,
+            [0] * group.partitions,
+            False,
+        )
+        market = markets[group.index] = RackMarket(
+            state, group, targets[group.index], history, costs, scale
+        )
+    return market
+
+
+def _best_exchange(
+    mg: RackMarket, mh: RackMarket
+) -> tuple[RackMarket, RackMarket, int, int, Plan, Plan] | None:
+    """Members ``a`` (one more in g, one fewer in h) and ``b`` (the other way round)
+    whose trade lowers the cost, with the two plans; racks tried in order."""
+    g_high, g_low = mg.high_low()
+    h_high, h_low = mh.high_low()
+    gives = sorted(g_high & h_low)  # a
+    takes = sorted(g_low & h_high)  # b
+    tried: set[tuple[int, int]] = set()
+    for a in gives:
+        for b in takes:
+            racks = (mg.rack_of[a], mg.rack_of[b])
+            if racks[0] == racks[1] or racks in tried:
+                continue
+            tried.add(racks)
+            plan_g = mg.plan({a}, {b}, _NO_LIMIT)
+            plan_h = mh.plan({b}, {a}, _NO_LIMIT)
+            if plan_g and plan_h and plan_g.change + plan_h.change < 0:
+                return mg, mh, a, b, plan_g, plan_h
+    return None
+
+
+#: exchanges between groups are tried for up to this many groups (each try looks
+#: at every pair of groups), and at most this many are made
+_EXCHANGE_GROUPS = 8
+_EXCHANGES = 64
+_NO_LIMIT = float("inf")
 
 
 @dataclass(frozen=True)
