@@ -98,7 +98,10 @@ def assign(state: GroupState) -> Assignment:
         moves=placed.moves,
         stats=placed.stats,
         withheld=tuple(sorted(placed.withheld)),
-        cross_rack=tuple((c.group, c.partition, c.traffic, c.reason) for c in placed.cross_rack),
+        cross_rack=tuple(
+            (c.group, c.partition, placed.members[c.member].id, c.traffic, c.reason)
+            for c in placed.cross_rack
+        ),
     )
 
 

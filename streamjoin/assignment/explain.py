@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from streamjoin.assignment.model import Assignment
+from streamjoin.assignment.racks import REASONS
 
 __all__ = ["explain"]
 
@@ -55,6 +56,16 @@ def explain(result: Assignment) -> str:
         for gi in sorted({gi for gi, _ in result.withheld}):
             listed = ", ".join(str(p) for g, p in result.withheld if g == gi)
             lines.append(f"  {names[gi]}[{listed}]")
+    if result.cross_rack:
+        lines.append(
+            f"cross-rack ({len(result.cross_rack)}; the active reads partitions with no "
+            "replica in its member's rack, weighted):"
+        )
+        for gi, p, member_id, traffic, reason in result.cross_rack:
+            lines.append(
+                f"  {names[gi]}[{p}] on {member_id}: {traffic} across racks, {reason}: "
+                f"{REASONS[reason]}"
+            )
     s = result.stats
     lines += [
         "summary:",
@@ -72,6 +83,8 @@ def explain(result: Assignment) -> str:
         f"  warm promotions {s['warm_promotions']}; contested tasks {s['contested']}; "
         f"fenced claims {s['fenced_claims']}",
         f"  protocol {s['protocol']}; withheld {s['withheld']}",
+        f"  cross-rack tasks {s['cross_rack_tasks']} (traffic {s['cross_rack_traffic']}); "
+        f"target {s['target_cross_rack_tasks']} (traffic {s['target_cross_rack_traffic']})",
     ]
     if s["held_back"]:
         lines.append(

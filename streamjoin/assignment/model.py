@@ -160,5 +160,5 @@ class Assignment:
     #: another member still owns them (cooperative groups); sorted
     withheld: tuple[tuple[int, int], ...] = ()
     #: tasks whose active reads a partition with no replica in its member's
-    #: rack: (group index, partition, traffic, reason), sorted (:mod:`.racks`)
-    cross_rack: tuple[tuple[int, int, int, str], ...] = ()
+    #: rack: (group index, partition, member id, traffic, reason), sorted (:mod:`.racks`)
+    cross_rack: tuple[tuple[int, int, str, int, str], ...] = ()

@@ -186,6 +186,8 @@ class CrossRack:
 
     group: int
     partition: int
+    #: the member index of its active
+    member: int
     #: the weight of those partitions (1 each unless weights were given)
     traffic: int
     #: why it is there: "no member there", "warm start", "moves" or "balance"
@@ -224,7 +226,7 @@ def cross_rack(
                 reason = "moves"
             else:
                 reason = "balance"
-            found.append(CrossRack(gi, p, traffic, reason))
+            found.append(CrossRack(gi, p, m, traffic, reason))
     return found
 
 

@@ -254,8 +254,12 @@ def targets_of(owners: list[list[str]], warmups: list[list[str | None]]) -> list
     ]
 
 
-def check_all(doc: Doc, out: Doc) -> list[list[str]]:
-    """Check invariants 1-5b and the standby rules; return the owners."""
+def check_all(doc: Doc, out: Doc, rack_moves: bool = False) -> list[list[str]]:
+    """Check invariants 1-5b and the standby rules; return the owners.
+
+    ``rack_moves``: the document has replica racks, so the target may move more
+    than the minimum to cut cross-rack traffic (issue 41); it never moves less.
+    """
     groups = task_groups(doc)
     members = {m["id"]: m for m in doc["members"]}
     assert set(out["assignment"]) == set(members)
@@ -268,7 +272,8 @@ def check_all(doc: Doc, out: Doc) -> list[list[str]]:
         targets = targets_of(owners, warmups)
         counts = [dict(collections_count(o)) for o in targets]
         check_balanced(doc, groups, counts, [g["partitions"] for g in groups])
-        assert moves(doc, groups, targets) == minimum_moves(doc, groups)
+        moved, minimum = moves(doc, groups, targets), minimum_moves(doc, groups)
+        assert moved >= minimum if rack_moves else moved == minimum
         if stats["warmups"] == 0:
             assert owners == targets
     else:
