@@ -154,6 +154,12 @@ def test_web_server_binds_loopback_unless_told_otherwise(workers: Any) -> None:
             rebalances = json.loads(response.read())["rebalances"]
         time.sleep(0.2)
     assert rebalances, "no rebalance listed on the assignment page"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        page = json.loads(response.read())
+    assert page["rack"] is None  # neither worker set one
+    # a leader shows the stats of the assignment it made, cross-rack figures included
+    if page["led"]:
+        assert page["led"]["cross_rack_tasks"] == 0
     for began, ended in rebalances:
         assert started <= began <= ended <= time.time(), rebalances
 

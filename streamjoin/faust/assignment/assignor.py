@@ -272,7 +272,8 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
 
     def describe(self) -> dict[str, Any]:
         """The current assignment as JSON-ready data (served on the web port);
-        ``rebalances``: :attr:`rebalances` to the millisecond."""
+        ``rebalances``: :attr:`rebalances` to the millisecond; ``led``: the stats
+        of the last assignment this worker made as the leader (empty if none)."""
         member = (self._file.member if self._file is not None else None) or {}
         return {
             "member": member.get("id"),
@@ -283,6 +284,10 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
             "last_rebalance": self.last_rebalance,
             # list(): one copy while the consumer's thread may append
             "rebalances": [[round(a, 3), round(b, 3)] for a, b in list(self.rebalances)],
+            "rack": self.settings.rack,
+            # the stats of the last assignment this worker made as the group's leader
+            # (its generation says whether it is the current one), e.g. cross-rack tasks
+            "led": dict(self.last_assignment),
         }
 
     def stop_worker(self, exc: Exception) -> None:

@@ -174,7 +174,7 @@ def lead(
     logger.info(
         "streamjoin: assigned generation %d: %d members, %d tasks, spread %s/%s "
         "(target %s/%s), moved %s, target moves %s (minimum %s), activations %s warm "
-        "%s cold, warm-ups %s, held back %s",
+        "%s cold, warm-ups %s, held back %s, cross-rack %s (target %s)",
         result.generation,
         stats["members"],
         stats["tasks"],
@@ -189,6 +189,8 @@ def lead(
         stats["cold_activations"],
         stats["warmups"],
         stats["held_back"],
+        stats["cross_rack_tasks"],
+        stats["target_cross_rack_tasks"],
     )
     return out
 
