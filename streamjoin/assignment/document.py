@@ -121,6 +121,9 @@ def _per_partition(
 ) -> dict[str, tuple[_Item, ...]]:
     """``{topic: [one item per partition]}`` for topics of the document."""
     found: dict[str, tuple[_Item, ...]] = {}
+    # rows repeat (most partitions share their racks): each distinct row is checked
+    # once, and equal rows of every topic share one checked value
+    seen: dict[tuple[Any, ...], _Item] = {}
     for topic, listed in sorted(_obj(value, where).items()):
         name = f"{where}.{topic}"
         if topic not in topics:
@@ -130,19 +133,27 @@ def _per_partition(
             raise _fail(
                 name, f"expected one entry per partition ({topics[topic]}), got {len(rows)}"
             )
-        seen: dict[tuple[Any, ...], _Item] = {}  # rows repeat: most partitions share racks
-        items: list[_Item] = []
-        for p, row in enumerate(rows):
-            key = (type(row), *row) if type(row) is list else None
-            if key is None or key not in seen:
-                checked = item(row, f"{name}[{p}]")
-                if key is None:
-                    items.append(checked)
-                    continue
-                seen[key] = checked
-            items.append(seen[key])
-        found[topic] = tuple(items)
+        keys = _row_keys(rows)
+        if keys is None:  # not all lists of hashable values: row by row
+            found[topic] = tuple(item(row, f"{name}[{p}]") for p, row in enumerate(rows))
+            continue
+        for key in set(keys).difference(seen):
+            at = keys.index(key)
+            seen[key] = item(rows[at], f"{name}[{at}]")
+        found[topic] = tuple(map(seen.__getitem__, keys))
     return found
+
+
+def _row_keys(rows: list[Any]) -> list[tuple[Any, ...]] | None:
+    """Each row as a hashable key, when every row is a list of hashable values."""
+    if not all(type(row) is list for row in rows):
+        return None
+    keys = list(map(tuple, rows))
+    try:
+        set(keys)
+    except TypeError:
+        return None
+    return keys
 
 
 def _racks(value: Any, where: str) -> tuple[str, ...]:

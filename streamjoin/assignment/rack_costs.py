@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import itertools
 import operator
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from streamjoin.assignment.model import GroupState, MemberState, TaskGroup
@@ -101,31 +102,60 @@ def deal_by_racks(
     cold: Sequence[int], owner: list[int], room: dict[int, int], costs: RackCosts
 ) -> None:
     """Give each task of ``cold`` (nobody is warm for it) a member with ``room``,
-    in its least-traffic rack while one there has room: members of a rack in
-    turn, as :mod:`.actives` deals such tasks without racks. The trades of
-    :func:`place_by_racks` then only fix what this greedy deal could not."""
+    in its least-traffic rack while that rack has room left.
+
+    Tasks with the same traffic row go together, those with the fewest best
+    racks first; a row's tasks are shared among its best racks by the room
+    they have left, then its next best. Within a rack, tasks go to its members
+    in turn, one slot each round, as :mod:`.actives` deals tasks without racks.
+    The trades of :func:`place_by_racks` then fix what this greedy deal missed.
+    """
     of_member = costs.index.of_member
-    by_rack: dict[int, list[int]] = {}
+    members: dict[int, list[int]] = {}
     for m in sorted(room):
         if room[m] > 0:
-            by_rack.setdefault(of_member[m], []).append(m)
-    left = {rack: len(listed) for rack, listed in by_rack.items()}  # members with room
-    turn = dict.fromkeys(by_rack, 0)
+            members.setdefault(of_member[m], []).append(m)
+    cap = {rack: sum(room[m] for m in listed) for rack, listed in members.items()}
+    classes: dict[tuple[int, ...], list[int]] = {}
     for p in cold:
-        row = costs.traffic[p]
-        # least traffic first, then the rack with the most members with room left
-        for rack in sorted(by_rack, key=lambda r: (row[r], -left[r], r)):
-            if not left[rack]:
-                continue
-            listed, i = by_rack[rack], turn[rack]
-            while room[listed[i]] <= 0:
-                i = (i + 1) % len(listed)
-            m = listed[i]
+        classes.setdefault(costs.traffic[p], []).append(p)
+    tiers_of = {row: _tiers(row, sorted(members)) for row in classes}
+    dealt: dict[int, list[int]] = {rack: [] for rack in members}
+    for row in sorted(classes, key=lambda r: (len(tiers_of[r][0]), r)):
+        remaining = classes[row]
+        for tier in tiers_of[row]:
+            while remaining:
+                open_racks = [r for r in tier if cap[r] > 0]
+                if not open_racks:
+                    break
+                rack = max(open_racks, key=lambda r: (cap[r], -r))
+                take = min(cap[rack], -(-len(remaining) // len(open_racks)))
+                dealt[rack] += remaining[:take]
+                remaining = remaining[take:]
+                cap[rack] -= take
+    for rack, tasks in dealt.items():
+        tasks.sort()
+        for p, m in zip(tasks, _turns(members[rack], room), strict=False):
             owner[p] = m
-            room[m] -= 1
-            left[rack] -= room[m] == 0
-            turn[rack] = (i + 1) % len(listed)
-            break
+    for m, used in Counter(owner[p] for p in cold).items():
+        room[m] -= used
+
+
+def _tiers(row: tuple[int, ...], racks: Sequence[int]) -> list[list[int]]:
+    """``racks`` grouped by their traffic in ``row``, least first."""
+    levels = sorted({row[r] for r in racks})
+    return [[r for r in racks if row[r] == level] for level in levels]
+
+
+def _turns(listed: Sequence[int], room: Mapping[int, int]) -> Iterator[int]:
+    """The members of ``listed`` in turn, each as many times as its room."""
+    left = {m: room[m] for m in listed}
+    while left:
+        for m in listed:
+            if left.get(m, 0) > 0:
+                left[m] -= 1
+                yield m
+        left = {m: n for m, n in left.items() if n > 0}
 
 
 def _rack_key(rack: str | None) -> tuple[bool, str]:

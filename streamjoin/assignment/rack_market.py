@@ -22,6 +22,7 @@ member, then in member order.
 from __future__ import annotations
 
 import heapq
+import itertools
 import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -96,8 +97,17 @@ class RackMarket:
             self.price.append(row)
         # per (r, s): heap of (cost change, task) for tasks in r; stale once it left r
         self.edges: dict[tuple[int, int], list[tuple[int, int]]] = {}
-        for p, r in enumerate(self.rack):
-            self._offer(p, r)
+        # tasks sharing a price row (the same object) and a rack share their entries'
+        # cost changes: filled a class at a time
+        classes: dict[tuple[int, int], list[int]] = {}
+        for p, (row, r) in enumerate(zip(self.price, self.rack, strict=True)):
+            classes.setdefault((id(row), r), []).append(p)
+        for (_, r), tasks in classes.items():
+            row = self.price[tasks[0]]
+            for s in range(self.n):
+                if s != r:
+                    entries = zip(itertools.repeat(row[s] - row[r]), tasks)
+                    self.edges.setdefault((r, s), []).extend(entries)
         for heap in self.edges.values():
             heapq.heapify(heap)
 
@@ -349,12 +359,13 @@ def _balance_ends(slots: dict[int, int], totals: list[int]) -> tuple[set[int], s
     high, low = max(counts), min(counts)
     if high != low + 1:
         return set(), set()
-    top = max(totals[m] for m in slots)
-    bottom = min(totals[m] for m in slots)
+    total = list(map(totals.__getitem__, slots))
+    top, bottom = max(total), min(total)
     if top != bottom + 1:
         return set(), set()
-    givers = {m for m, c in slots.items() if c == high and totals[m] == top}
-    takers = {m for m, c in slots.items() if c == low and totals[m] == bottom}
+    pairs = list(zip(slots.values(), total, strict=True))
+    givers = {m for m, pair in zip(slots, pairs, strict=True) if pair == (high, top)}
+    takers = {m for m, pair in zip(slots, pairs, strict=True) if pair == (low, bottom)}
     return givers, takers
 
 
