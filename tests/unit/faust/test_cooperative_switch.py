@@ -1,6 +1,6 @@
 """How a worker chooses cooperative rebalancing: streamjoin.App's switch and
 the transport a plain faust app names in its broker URL. Eager or not, a
-streamjoin.App's consumer fetches as its rack (tests/unit/faust/test_client_rack.py)."""
+streamjoin.App's consumer fetches as its rack (tests/unit/faust/test_consumer_client_rack.py)."""
 
 from __future__ import annotations
 
