@@ -13,7 +13,7 @@ STRICT := streamjoin/assignment streamjoin/membership streamjoin/join streamjoin
 	streamjoin/ads/attribution.py streamjoin/ads/events.py streamjoin/ads/campaigns.py streamjoin/ads/keys.py streamjoin/ads/topics.py \
 	streamjoin/ads/generator/core.py streamjoin/ads/generator/config.py
 
-.PHONY: test demo lint typecheck unit bench bench-restore bench-join bench-rebalance clean test-faust-compat test-faults
+.PHONY: test demo lint typecheck unit bench bench-restore bench-join bench-rebalance clean test-faust-compat test-faults prometheus
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,8 +37,20 @@ lint: $(STAMP)
 	$(BIN)/ruff check streamjoin tests benchmarks examples
 	$(BIN)/mypy $(STRICT)
 
+# A real Prometheus and promtool for the monitoring tests (and for development):
+# Debian's prometheus package, downloaded with apt-get and unpacked with dpkg -x,
+# without root and without a service, into $(VENV)/prometheus (usr/bin/prometheus,
+# usr/bin/promtool; tests/prometheus_bin.py finds them there).
+PROMETHEUS_STAMP := $(VENV)/.installed-prometheus
+
+$(PROMETHEUS_STAMP): tests/install-prometheus.sh | $(BIN)/python
+	bash tests/install-prometheus.sh $(VENV)/prometheus
+	touch $(PROMETHEUS_STAMP)
+
+prometheus: $(PROMETHEUS_STAMP)
+
 # every test, then faust-streaming's own tests with streamjoin's classes swapped in
-test: lint
+test: lint $(PROMETHEUS_STAMP)
 	$(BIN)/pytest -m "not faults"
 	$(BIN)/python tests/faust_compat/faust_compat_run.py
 
