@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 # (pyproject.toml)
 STRICT := streamjoin/assignment streamjoin/membership streamjoin/join streamjoin/restore \
 	streamjoin/faust \
-	streamjoin/errors.py streamjoin/_lazy.py streamjoin/_gc.py streamjoin/_stacks.py streamjoin/ads/policy.py \
+	streamjoin/errors.py streamjoin/_lazy.py streamjoin/_gc.py streamjoin/_histogram.py streamjoin/_stacks.py streamjoin/ads/policy.py \
 	streamjoin/ads/attribution.py streamjoin/ads/events.py streamjoin/ads/campaigns.py streamjoin/ads/keys.py streamjoin/ads/topics.py \
 	streamjoin/ads/generator/core.py streamjoin/ads/generator/config.py
 

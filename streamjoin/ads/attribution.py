@@ -176,6 +176,11 @@ class TaskAttribution:
         """The highest decision time reached (``None``: nothing decided yet)."""
         return self.marks.decided
 
+    @property
+    def pending(self) -> int:
+        """Clicks held and not decided yet (read by ``/metrics``)."""
+        return len(self._due)
+
     def flush(self) -> list[ClickOutcome | Late]:
         """Decide every pending click (end of input, e.g. a batch run)."""
         return list(self._emit(keys.MAX_TS + 1))

@@ -119,6 +119,10 @@ class App(faust.App):
         self.joins: dict[str, Join] = {}
         add_assignment_page(self)
         add_joins_page(self)
+        from streamjoin.faust.metrics.endpoint import add_metrics_page
+
+        #: streamjoin's metrics (``GET /metrics``): the registry of this app's collector
+        self.metrics = add_metrics_page(self)
 
     def _new_transport(self) -> TransportT:
         url = self.conf.broker_consumer[0]

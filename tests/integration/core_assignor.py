@@ -31,7 +31,7 @@ class CoreAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
         #: every assignment the leader made here: (generation, stats)
         self.made: list[tuple[int, dict[str, Any]]] = []
 
-    def on_rebalance_prepare(self, kept: bool) -> None:
+    def on_rebalance_prepare(self, kept: bool, lost: bool = False) -> None:
         self.cooperative = kept
 
     def metadata(self, topics: Any) -> ConsumerProtocolMemberMetadata:

@@ -35,6 +35,7 @@ from faust.types.assignor import HostToPartitionMap, PartitionAssignorT
 from faust.types.tuples import TP
 from yarl import URL
 
+from streamjoin._histogram import SECOND_BOUNDS, Buckets
 from streamjoin.faust.assignment.hooks import observed_assignment
 from streamjoin.faust.assignment.leader import lead
 from streamjoin.faust.assignment.member_file import MemberFile
@@ -55,6 +56,9 @@ if TYPE_CHECKING:
 
 __all__ = ["REBALANCES_KEPT", "PartitionAssignor"]
 
+#: how a rebalance reached this worker: its partitions kept running (cooperative),
+#: given up first (eager), or given up because its membership was lost
+REBALANCE_KINDS = ("cooperative", "eager", "lost")
 #: rebalances of this member its assignment page lists (the most recent)
 REBALANCES_KEPT = 32
 
@@ -99,11 +103,23 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
         #: seconds: from its first JoinGroup to the assignment it got
         self.rebalances: deque[tuple[float, float]] = deque(maxlen=REBALANCES_KEPT)
         self._joining_since: float | None = None
+        # for /metrics (streamjoin.faust.metrics): counted once per rebalance
+        #: rebalances this worker completed, by kind (see on_rebalance_prepare)
+        self.rebalance_kinds: dict[str, int] = dict.fromkeys(REBALANCE_KINDS, 0)
+        self._kind = "eager"
+        #: seconds from its first JoinGroup to the assignment, per rebalance
+        self.rebalance_seconds = Buckets(SECOND_BOUNDS)
+        #: active topic-partitions this worker kept, gained and lost, summed over rebalances
+        self.partition_outcomes: dict[str, int] = {"gained": 0, "kept": 0, "lost": 0}
+        #: seconds each assignment it computed as the leader took
+        self.assignment_seconds = Buckets(SECOND_BOUNDS)
 
-    def on_rebalance_prepare(self, kept: bool) -> None:
+    def on_rebalance_prepare(self, kept: bool, lost: bool = False) -> None:
         """The consumer starts a rebalance; *kept*: it keeps its partitions
-        running through it (cooperative), so its actives are what it owns now."""
+        running through it (cooperative), so its actives are what it owns now;
+        *lost*: it rejoins after it lost its membership (session expired, fenced)."""
         self._kept = kept
+        self._kind = "cooperative" if kept else "lost" if lost else "eager"
 
     # -- aiokafka's AbstractPartitionAssignor --------------------------------
     @property
@@ -172,7 +188,11 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
         """Member: adopt the leader's decision and remember it for the next rebalance."""
         began, self._joining_since = self._joining_since, None
         if began is not None:
-            self.rebalances.append((began, time.time()))
+            ended = time.time()
+            self.rebalances.append((began, ended))
+            self.rebalance_seconds.observe(max(0.0, ended - began))
+        self.rebalance_kinds[self._kind] += 1
+        self._kind = "eager"  # (eager apps are never told otherwise)
         info = decode_assignment(assignment.user_data)
         if info is None:
             logger.error(
@@ -211,6 +231,8 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
             "warmups": len(self._warmup_tps),
         }
         a, s = self.last_rebalance["actives"], self.last_rebalance["standbys"]
+        for outcome in self.partition_outcomes:
+            self.partition_outcomes[outcome] += a[outcome]
         logger.info(
             "streamjoin: rebalance generation %d: actives +%d -%d =%d "
             "(changelog partitions: %d warm, %d cold); standbys +%d -%d =%d; "

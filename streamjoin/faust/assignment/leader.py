@@ -10,6 +10,7 @@ run the pure core, encode each member's share, and log the assignment's figures.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -21,6 +22,7 @@ from aiokafka.coordinator.protocol import (
 )
 
 from streamjoin._gc import gc_paused
+from streamjoin._histogram import Buckets
 from streamjoin.assignment import assign
 from streamjoin.assignment.errors import AssignmentError
 from streamjoin.assignment.model import GroupState, LastAssignment
@@ -53,6 +55,8 @@ class Leader(Protocol):
     #: the actives that assignment gave each member (the leader's memory: a
     #: member's metadata may come from its JoinGroup of an earlier rebalance)
     last_actives: LastAssignment | None
+    #: seconds each assignment this worker computed took (the core's call)
+    assignment_seconds: Buckets
 
     def stop_worker(self, exc: Exception) -> None:
         """Crash the worker: the assignment cannot be made."""
@@ -136,8 +140,10 @@ def lead(
     if not state.members:
         return _nothing_to_assign(assignor, joined, given.topics, partitions, members)
     try:
+        began = time.perf_counter()
         with gc_paused():
             result = assign(state)
+        assignor.assignment_seconds.observe(time.perf_counter() - began)
     except AssignmentError as exc:
         logger.error("streamjoin: cannot assign the group, stopping this worker: %s", exc)
         assignor.stop_worker(exc)

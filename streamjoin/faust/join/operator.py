@@ -238,6 +238,19 @@ class Join:
             len(tasks.parked),
         )
 
+    def state_sizes(self) -> dict[int, int]:
+        """RocksDB's estimate of each live task's state (bytes of live data), for
+        ``/metrics``; a task whose database cannot answer is left out."""
+        sizes: dict[int, int] = {}
+        for partition in sorted(self.tasks.live):
+            try:
+                size = self._db(partition).property_int_value("rocksdb.estimate-live-data-size")
+            except Exception:
+                continue
+            if size is not None:
+                sizes[partition] = size
+        return sizes
+
     def _db(self, partition: int) -> Rdict:
         store = cast("Collection", self.table).data
         if not is_rocksdict(store):
@@ -362,9 +375,11 @@ class Join:
         if not tasks.may_write():
             return
         epoch = tasks.epoch
+        began, processed = time.perf_counter(), self.stats.processed
         batch = self._release()
         if not batch.touched:
             return
+        written = sum(len(task.state.content) for task in batch.touched)
         durable = await make_durable(
             self._sender, self.config.changelog_topic, batch,
             cast("Collection", self.table).data.offset_key, self._db,
@@ -372,7 +387,11 @@ class Join:
             self._faults.reached,
         )  # fmt: skip
         if durable:
-            self.stats.batches += 1
+            stats = self.stats
+            stats.batches += 1
+            stats.changelog_records += written
+            stats.batch_seconds.observe(time.perf_counter() - began)
+            stats.batch_records.observe(stats.processed - processed)
 
     def _release(self) -> Batch:
         """Every task's received records and idle inputs, applied to its batch

@@ -41,15 +41,19 @@ class TaskPace:
         self.last: float | None = None
         self.stops: deque[tuple[float, float]] = deque(maxlen=STOPS_KEPT)
 
-    def step(self, now: float, records: int) -> None:
-        """The task applied *records* at *now* (wall-clock seconds)."""
+    def step(self, now: float, records: int) -> float:
+        """The task applied *records* at *now* (wall-clock seconds); returns the
+        stop this step ended (seconds), or 0.0."""
         last = self.last
+        stopped = 0.0
         if last is None:
             self.first = now
         elif now - last > STOP_SECONDS:
             self.stops.append((last, now))
+            stopped = now - last
         self.last = now
         self.processed += records
+        return stopped
 
     def as_dict(self) -> dict[str, Any]:  # Any: JSON values
         """``processed``, ``stops`` (``[start, end]`` pairs) and ``processing``

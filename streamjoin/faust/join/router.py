@@ -95,7 +95,9 @@ class RecordRouter:
             task.idle.discard(side)  # a record makes its input active again
         applied = self.stats.processed - processed
         if applied:
-            task.pace.step(time.time() if now is None else now, applied)
+            stopped = task.pace.step(time.time() if now is None else now, applied)
+            if stopped:
+                self.stats.task_stops.observe(stopped)
         logic = task.logic
         for side in idle:
             if logic is not None and side not in task.idle:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from streamjoin._histogram import RECORD_BOUNDS, SECOND_BOUNDS, Buckets
 from streamjoin._progress import ProgressLog
 from streamjoin.faust.join.tasks import JoinTask
 from streamjoin.faust.join.types import SIDES, JoinConfig
@@ -47,6 +48,13 @@ class JoinStats:
     #: lease ran out or a task's owner token changed), and lapses of the lease
     batches_abandoned: int = 0
     lease_lapses: int = 0
+    #: changelog records the durable batches wrote
+    changelog_records: int = 0
+    #: per durable batch: seconds from its release to durable, input records applied;
+    #: and each stop of a task (see TaskPace), observed once each for /metrics
+    batch_seconds: Buckets = field(default_factory=lambda: Buckets(SECOND_BOUNDS))
+    batch_records: Buckets = field(default_factory=lambda: Buckets(RECORD_BOUNDS))
+    task_stops: Buckets = field(default_factory=lambda: Buckets(SECOND_BOUNDS))
 
     def as_dict(self) -> dict[str, Any]:  # Any: JSON values
         """JSON-ready copy."""
@@ -65,6 +73,7 @@ class JoinStats:
             "tasks_kept": self.tasks_kept,
             "batches_abandoned": self.batches_abandoned,
             "lease_lapses": self.lease_lapses,
+            "changelog_records": self.changelog_records,
         }
 
 

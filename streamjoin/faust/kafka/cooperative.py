@@ -175,11 +175,11 @@ def install_cooperative(aio: AIOKafkaConsumer) -> Cooperation | None:
     request_rejoin = coordinator.request_rejoin
     subscriptions = coordinator._subscription
 
-    def tell_assignors(kept: bool) -> None:
+    def tell_assignors(kept: bool, lost: bool) -> None:
         for assignor in own:  # (the wrapper offers own[0] under another name)
             hook = getattr(assignor, "on_rebalance_prepare", None)
             if hook is not None:
-                hook(kept)
+                hook(kept, lost)
 
     def _reset_generation() -> None:
         state.lost = True
@@ -199,7 +199,7 @@ def install_cooperative(aio: AIOKafkaConsumer) -> Cooperation | None:
             and previous_assignment is not None
             and previous_assignment.active
         )
-        tell_assignors(state.kept)
+        tell_assignors(state.kept, state.lost)
         if not state.kept:
             state.lost = False
             await prepare_eagerly(previous_assignment)

@@ -103,6 +103,21 @@ class ChangelogBook:
             time.monotonic() - started,
         )
 
+    def remaining(self, active: set[TP], ready: set[int]) -> dict[tuple[str, int], int]:
+        """Records each partition of *active* has to restore: 0 once its task (partition
+        number) is in *ready*, else high watermark - (applied + 1); partitions no
+        fetch answered for yet are left out."""
+        applied, highwater = dict(self.applied), dict(self.highwater)  # (threads read)
+        out: dict[tuple[str, int], int] = {}
+        for tp in sorted(active):
+            hw = highwater.get(tp)
+            if tp.partition in ready:
+                out[(tp.topic, tp.partition)] = 0
+            elif hw is not None:
+                done = applied.get(tp)
+                out[(tp.topic, tp.partition)] = max(0, hw - (0 if done is None else done + 1))
+        return out
+
     def snapshots(
         self,
         progress: Mapping[TopicPartition, PartitionProgress[TopicPartition]],

@@ -146,8 +146,7 @@ class Restorer(Service):
         return self._applied(None)
 
     def _applied(self, tps: set[TP] | None) -> dict[tuple[str, int], int]:
-        """Applied offsets of *tps* (``None``: all), from a copy taken in one step:
-        other threads (the assignor's) read while the event loop writes."""
+        """Applied offsets of *tps* (``None``: all), copied in one step (threads read)."""
         applied = dict(self._book.applied)
         return {
             (tp.topic, tp.partition): offset
@@ -159,12 +158,10 @@ class Restorer(Service):
         """Records each followed partition (standby, warm-up, global table) is behind
         its changelog's end: high watermark - (applied offset + 1), from the
         fetches of this process; ``None`` until a fetch answered for it."""
-        applied = dict(self._book.applied)
-        highwater = dict(self._book.highwater)
+        applied, highwater = dict(self._book.applied), dict(self._book.highwater)
         out: dict[tuple[str, int], int | None] = {}
         for tp in sorted(self._standby_tps | self._global_tps):
-            hw = highwater.get(tp)
-            done = applied.get(tp)
+            hw, done = highwater.get(tp), applied.get(tp)
             key = (tp.topic, tp.partition)
             out[key] = None if hw is None else max(0, hw - (0 if done is None else done + 1))
         return out
@@ -198,10 +195,13 @@ class Restorer(Service):
         """Wall-clock time (``time.time()``) each task of this generation became ready."""
         return dict(self._restored_at)
 
+    def restore_remaining(self) -> dict[tuple[str, int], int]:
+        """Records each active changelog partition still has to restore (0: ready)."""
+        return self._book.remaining(self._active_tps, set(self._restored_at))
+
     def restore_counts(self) -> dict[tuple[str, int], int]:
         """Records applied by the latest active restore of each changelog partition."""
-        counts = self._book.restore_counts
-        return {(tp.topic, tp.partition): n for tp, n in sorted(counts.items())}
+        return {(tp.topic, tp.partition): n for tp, n in sorted(self._book.restore_counts.items())}
 
     # -- faust's recovery protocol ----------------------------------------------
 
