@@ -194,6 +194,13 @@ METRICS: tuple[Metric, ...] = (
         ("protocol",),
         "1 for that assignment's rebalance protocol (eager, cooperative, mixed)",
     ),
+    # -- the page itself ----------------------------------------------------------------
+    _m(
+        "scrape_errors_total",
+        "counter",
+        ("part",),
+        "parts left out of a scrape because they failed to read (joins, consumer, ...)",
+    ),
 )
 
 

@@ -101,15 +101,9 @@ class StreamjoinCollector:
             except Exception:
                 self.errors[part] = self.errors.get(part, 0) + 1
                 logger.debug("streamjoin: metrics part %s failed this scrape", part, exc_info=True)
-        yield from families.made.values()
-        errors = CounterMetricFamily(
-            "streamjoin_scrape_errors",
-            "parts of the metrics left out of a scrape because they failed to read",
-            labels=["app", "part"],
-        )
         for part, count in sorted(self.errors.items()):
-            errors.add_metric([families.app_id, part], count)
-        yield errors
+            families.add("streamjoin_scrape_errors_total", (part,), count)
+        yield from families.made.values()
 
     # -- joins ------------------------------------------------------------------------
 
