@@ -471,6 +471,97 @@ def test_every_worker_has_its_own_data_volume_and_web_port() -> None:
     assert len(set(ports)) == 3
 
 
+# -- monitoring: Prometheus and Grafana (tests/docs/test_monitoring.py checks their files) --
+
+MONITORING = ("prometheus", "grafana")
+
+
+def _mounts(service: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
+    """A service's volumes as (source, target, options), short syntax."""
+    found = []
+    for volume in service.get("volumes") or []:
+        source, target, *options = str(volume).split(":")
+        found.append((source, target, options))
+    return found
+
+
+def test_prometheus_and_grafana_run_pinned_images_on_loopback_ports() -> None:
+    for name, image, port in (
+        ("prometheus", "prom/prometheus", "9090"),
+        ("grafana", "grafana/grafana", "3000"),
+    ):
+        service = services()[name]
+        repository, _, tag = str(service["image"]).partition(":")
+        assert repository == image, name
+        # pinned: an exact version, not latest or a moving major tag
+        assert re.fullmatch(r"v?\d+\.\d+\.\d+", tag), f"{name}: pin the image, not {tag!r}"
+        assert [str(p) for p in service["ports"]] == [f"127.0.0.1:{port}:{port}"], name
+
+
+def test_monitoring_mounts_are_files_of_the_repository_read_only() -> None:
+    declared = set(compose().get("volumes") or {})
+    for name in MONITORING:
+        binds = 0
+        for source, target, options in _mounts(services()[name]):
+            if source.startswith("."):
+                path = (DOCKER / source).resolve()
+                assert path.exists(), f"{name} mounts {source}, which does not exist"
+                assert path.is_relative_to(DOCKER), f"{name} mounts {source} from outside docker/"
+                assert options == ["ro"], f"{name}: mount {source} read-only"
+                binds += 1
+            else:
+                assert source in declared, f"{name}: {source} is not a named volume"
+                assert target.startswith("/"), name
+        assert binds, f"{name} mounts no configuration"
+
+
+def test_prometheus_reads_its_mounted_config_and_rules() -> None:
+    prometheus = services()["prometheus"]
+    mounted = {t: (DOCKER / s).resolve() for s, t, _ in _mounts(prometheus) if s.startswith(".")}
+    config_flag = next(a for a in prometheus["command"] if a.startswith("--config.file="))
+    config_path = config_flag.split("=", 1)[1]
+    assert mounted[config_path] == DOCKER / "prometheus" / "prometheus.yml"
+    config = yaml.safe_load(mounted[config_path].read_text())
+    for rule_file in config["rule_files"]:
+        # relative rule files are resolved against the config file's directory
+        target = str(Path(config_path).parent / rule_file)
+        assert target in mounted, f"{rule_file} is not mounted beside the config"
+        assert mounted[target] == DOCKER / "prometheus" / rule_file
+    storage = next(a for a in prometheus["command"] if a.startswith("--storage.tsdb.path="))
+    assert storage.split("=", 1)[1] in {t for _, t, _ in _mounts(prometheus)}
+
+
+def test_grafana_provisions_the_datasource_and_the_dashboards() -> None:
+    grafana = services()["grafana"]
+    mounted = {t: (DOCKER / s).resolve() for s, t, _ in _mounts(grafana) if s.startswith(".")}
+    provisioning = "/etc/grafana/provisioning"
+    assert mounted[f"{provisioning}/datasources"] == DOCKER / "grafana/provisioning/datasources"
+    assert mounted[f"{provisioning}/dashboards"] == DOCKER / "grafana/provisioning/dashboards"
+    providers = [
+        p
+        for f in sorted((DOCKER / "grafana/provisioning/dashboards").glob("*.yml"))
+        for p in yaml.safe_load(f.read_text())["providers"]
+    ]
+    assert providers
+    for provider in providers:
+        folder = mounted[provider["options"]["path"]]
+        assert list(folder.glob("*.json")), f"no dashboard in {folder}"
+    home = env_of(grafana).get("GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH")
+    if home:
+        directory, _, file = home.rpartition("/")
+        assert (mounted[directory] / file).is_file(), home
+    assert "prometheus" in grafana["depends_on"]
+
+
+def test_workers_serve_metrics_on_the_web_server() -> None:
+    # /metrics is on the worker's web server: it must be on and reachable from the
+    # prometheus container (not loopback only)
+    for name, service in worker_services().items():
+        env = env_of(service)
+        assert env["STREAMJOIN_WEB"] == "true", name
+        assert env["STREAMJOIN_WEB_BIND"] == "0.0.0.0", name
+
+
 # -- Dockerfile -------------------------------------------------------------------------
 
 
