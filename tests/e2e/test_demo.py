@@ -53,8 +53,23 @@ def test_a_short_seeded_demo_reconciles_and_archives_every_event_once(
     assert sorted(got) == want
     report = (out / "report" / "index.html").read_text()
     assert "0 differences" in report
-    for chart in ("campaigns.png", "tasks.png"):
+    for chart in ("campaigns.png", "tasks.png", "lag.png"):
         assert (out / "report" / chart).stat().st_size > 10_000
+    # the lag chart's figures come from real scrapes of each worker's /metrics,
+    # at the address the demo printed for it (issue 40)
+    scraped = json.loads((out / "report" / "metrics.json").read_text())
+    assert scraped["metric"] == "streamjoin_consumer_lag_records"
+    assert set(scraped["workers"]) == {"w1", "w2", "w3", "w4"}, scraped["workers"].keys()
+    for name, worker in scraped["workers"].items():
+        assert f"scrape {name} at {worker['url']}" in done.stdout, (name, worker["url"])
+        assert worker["url"].startswith("http://127.0.0.1:") and worker["url"].endswith("/metrics")
+        samples = worker["samples"]
+        assert samples, name
+        assert all(s["lag"] >= 0 and s["input_records"] >= 0 for s in samples), name
+        assert [s["t"] for s in samples] == sorted(s["t"] for s in samples), name
+    # the workers' joins counted what they read: the pages were real workers' pages
+    assert max(s["input_records"] for s in scraped["workers"]["w1"]["samples"]) > 0
+    assert "Consumer lag, scraped from /metrics" in report
     # cooperative rebalancing (on by default): every task that kept its worker
     # through a rebalance processed records while that worker rebalanced (in
     # an eager rebalance none would); w4's join and w2's kill each rebalance

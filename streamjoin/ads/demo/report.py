@@ -6,7 +6,9 @@ stretches, and where a task stopped (processed nothing for more than
 "Rebalances: kept and moved tasks" gives, per rebalance, how long the tasks
 that kept their worker stopped and how long the moved ones went unprocessed
 and how long tasks stopped away from any rebalance
-(:func:`~streamjoin.ads.demo.stops.rebalance_outcomes`).
+(:func:`~streamjoin.ads.demo.stops.rebalance_outcomes`). The lag chart is drawn
+from the workers' own ``/metrics`` pages, scraped during the run
+(:mod:`~streamjoin.ads.demo.scrape`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from streamjoin.ads.demo.scrape import ScrapeRecord, lag_section
 from streamjoin.ads.demo.stops import (
     AROUND,
     RebalanceOutcome,
@@ -37,7 +40,14 @@ from streamjoin.ads.demo.timeline import (
 )
 from streamjoin.faust.join.pace import STOP_SECONDS
 
-__all__ = ["campaign_totals", "write_report"]
+__all__ = ["PALETTE", "campaign_totals", "write_report"]
+
+#: each worker's colour, by its name's rank, on every chart
+PALETTE = ("#3b7dd8", "#e07b39", "#4caf50", "#9c27b0", "#795548", "#00897b")
+
+
+def _colours(workers: Sequence[str]) -> dict[str, str]:
+    return {w: PALETTE[n % len(PALETTE)] for n, w in enumerate(sorted(workers))}
 
 
 def campaign_totals(report_dir: Path) -> list[dict[str, Any]]:
@@ -104,8 +114,7 @@ def _timeline_chart(
 
     intervals = ownership_intervals(samples, end)
     workers = sorted({i.worker for i in intervals})
-    palette = ["#3b7dd8", "#e07b39", "#4caf50", "#9c27b0", "#795548", "#00897b"]
-    colour = {w: palette[n % len(palette)] for n, w in enumerate(workers)}
+    colour = _colours(workers)
     tasks = sorted({i.task for i in intervals})
     fig, axis = plt.subplots(figsize=(11, 0.5 * max(len(tasks), 4) + 1.6))
     for interval in intervals:
@@ -319,6 +328,7 @@ def write_report(
     verdict: str | None,
     options: Any,
     wall_start: float,
+    scraped: ScrapeRecord | None = None,
 ) -> Path:
     """Write ``out/report/index.html`` with the campaign and task charts, and
     ``rebalances.json`` (each rebalance's
@@ -326,7 +336,9 @@ def write_report(
     page's path.
 
     *wall_start*: ``time.time()`` when the demo started (the workers report
-    their tasks' stops in wall-clock seconds)."""
+    their tasks' stops in wall-clock seconds); *scraped*: the scrapes of the
+    workers' ``/metrics`` (``None``: none taken), drawn as ``lag.png`` and
+    written as ``metrics.json``."""
     report = out / "report"
     report.mkdir(exist_ok=True)
     rows = campaign_totals(report)
@@ -356,6 +368,7 @@ def write_report(
         else "<p>No task was seen restoring on its owner.</p>"
     )
     ok = verdict is not None and verdict.endswith(" 0 differences")
+    lag = lag_section(report, scraped, events, end, _colours)
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>streamjoin demo report</title>
 <style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}}
@@ -379,6 +392,7 @@ along the top of a bar: the task processed nothing for more than {STOP_SECONDS:g
 (on its worker, or between two owners).</p>
 {restoring}
 {_rebalance_table(outcomes, stops_away(samples, outcomes, wall_start))}
+{lag}
 <ul>{timeline}</ul>
 </body></html>
 """

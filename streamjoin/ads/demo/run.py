@@ -2,10 +2,12 @@
 
 Starts the embedded broker, creates the topics, runs the seeded generator and
 three workers of ``streamjoin.ads.app`` (one standby each, archiving
-to Parquet), adds a fourth worker and ``kill -9``\\s one of the first three
-midway, waits until every event is joined and archived, stops the workers,
-runs the Spark job (campaign report and reconciliation of the stream's
-outcomes against the batch join) and writes an HTML report with charts.
+to Parquet; it prints where to scrape each one's ``/metrics`` and
+scrapes them itself every second), adds a fourth worker and ``kill -9``\\s
+one of the first three midway, waits until every event is joined and
+archived, stops the workers, runs the Spark job (campaign report and
+reconciliation of the stream's outcomes against the batch join) and writes an
+HTML report with charts (one of them drawn from the scraped metrics).
 
 Everything goes under ``--out``: ``archive/`` (Parquet), ``report/``
 (``index.html``, PNG charts, the Spark report), ``reconciliation/``,
@@ -28,6 +30,7 @@ from typing import Any
 
 from streamjoin.ads.demo.options import DemoOptions
 from streamjoin.ads.demo.processes import DemoProcesses
+from streamjoin.ads.demo.scrape import MetricsScraper, metrics_url
 from streamjoin.ads.demo.settle import settle
 from streamjoin.ads.demo.state import DemoState, Worker, say
 from streamjoin.ads.demo.watch import live_view, sample_workers
@@ -44,6 +47,12 @@ class _Demo:
         self.out = options.out
         self.state = DemoState()
         self.processes = DemoProcesses(options, self.state)
+        #: every running worker's /metrics, scraped in the background for the lag chart
+        self.scraper = MetricsScraper(self._scrape_targets, self.state.now)
+
+    def _scrape_targets(self) -> list[tuple[str, int]]:
+        """``(name, web port)`` of every worker running now."""
+        return [(w.name, w.web_port) for w in list(self.processes.workers) if w.process.running()]
 
     def prepare(self) -> None:
         """Create (or, with ``force``, empty) the output directory."""
@@ -86,12 +95,14 @@ class _Demo:
                 self.sample,
             )
             end = self.state.now()
+            self.scraper.stop()
             self.processes.stop_everything()
             say(f"[{self.state.now():6.1f}s] workers and broker stopped")
             verdict, spark_code = self.processes.run_spark()
             self._report(end, verdict)
             return spark_code
         finally:
+            self.scraper.stop()
             self.processes.stop_everything()
 
     def _start(self) -> None:
@@ -101,7 +112,10 @@ class _Demo:
             self.processes.start_worker(name)
         for worker in self.processes.workers:
             worker.process.wait_for_log(r"Worker\]: Ready", timeout=120)
-        say("workers: w1 w2 w3 ready (1 standby per task)")
+        say("workers: w1 w2 w3 ready (1 standby per task); Prometheus metrics:")
+        for worker in self.processes.workers:
+            say(f"  scrape {worker.name} at {metrics_url(worker.web_port)}")
+        self.scraper.start()
 
     def _generate(self) -> None:
         """Run the generator to its end; w4 joins at a third of ``duration`` and
@@ -115,8 +129,11 @@ class _Demo:
         while True:
             elapsed = time.monotonic() - begin
             if not added and elapsed >= options.duration / 3:
-                processes.start_worker("w4")
-                say(f"[{self.state.now():6.1f}s] w4 joins the group")
+                w4 = processes.start_worker("w4")
+                say(
+                    f"[{self.state.now():6.1f}s] w4 joins the group; "
+                    f"scrape w4 at {metrics_url(w4.web_port)}"
+                )
                 added = True
             if not killed and elapsed >= options.duration / 2:
                 self._kill(processes.workers[1])
@@ -154,6 +171,7 @@ class _Demo:
             verdict=verdict,
             options=self.options,
             wall_start=self.state.wall_started,
+            scraped=self.scraper.record(),
         )
         say(f"report: {report}")
         say(verdict or "reconciliation: no verdict (see logs/spark.log)")
