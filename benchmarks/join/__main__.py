@@ -21,6 +21,12 @@ One run, one embedded broker, three parts (each can be skipped or sized down):
    * faust again, after the others (the machine's load drifts during a
      run): the faster of its two passes is the one compared.
 
+   With ``--metrics-cost`` the join alone runs again while this process GETs
+   the worker's ``/metrics`` every second, then unscraped once more
+   (``--metrics-rounds`` times), and the scraped and unscraped rates are
+   printed side by side with their ratio (issue 40: target >= 95%;
+   ``metrics_cost.py``).
+
    With ``--large-impressions`` (default 4,000,000, about 4.9M records; 0 skips
    it) the ceiling and the join alone also read a larger backlog, and the join's
    rate on it over its rate on the main one is reported (target: within 15%).
@@ -54,13 +60,15 @@ One run, one embedded broker, three parts (each can be skipped or sized down):
    events as the operator does; the database is flushed and closed and its
    directory's bytes are divided by the events buffered.
 
-The parts are ``throughput.py``, ``scaling.py``, ``latency.py`` and ``state.py``,
-over the shared ``benchmarks/harness``; this file is their command line and summary.
+The parts are ``throughput.py`` (with ``metrics_cost.py``), ``scaling.py``,
+``latency.py`` and ``state.py``, over the shared ``benchmarks/harness``; this
+file is their command line and summary.
 
     python -m benchmarks.join [--impressions 800000] [--large-impressions 4000000]
                               [--latency-seconds 30] [--latency-rate N ...]
                               [--state-events 1000000] [--skip-throughput] [--skip-quix]
                               [--skip-scaling] [--skip-latency] [--skip-state]
+                              [--metrics-cost [--metrics-rounds 1]]
 """
 
 from __future__ import annotations
@@ -117,6 +125,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--skip-live", action="store_true", help="part 1 without the app at its defaults"
     )
     t.add_argument("--skip-scaling", action="store_true", help="skip the scaling table (part 1b)")
+    t.add_argument(
+        "--metrics-cost",
+        action="store_true",
+        help="part 1 also runs the join alone while GET /metrics every second, then "
+        "unscraped again, and compares the rates (issue 40)",
+    )
+    t.add_argument(
+        "--metrics-rounds",
+        type=int,
+        default=1,
+        help="with --metrics-cost: rounds of a scraped and an unscraped pass [%(default)s]",
+    )
     lat = p.add_argument_group("latency")
     lat.add_argument(
         "--latency-seconds", type=float, default=30.0, help="measured seconds [%(default)s]"
@@ -191,6 +211,9 @@ def argument_problems(args: argparse.Namespace) -> list[str]:
         args.grace_ms,
     )
     need(finite_positive(args.timeout), "--timeout", "must be a positive number", args.timeout)
+    need(args.metrics_rounds >= 1, "--metrics-rounds", "must be >= 1", args.metrics_rounds)
+    if args.metrics_cost and args.skip_throughput:
+        problems.append("--metrics-cost: needs part 1, which --skip-throughput skips")
     need(
         finite_positive(args.latency_seconds),
         "--latency-seconds",

@@ -17,6 +17,11 @@ id), these passes read all of it while their counts are polled (see
 * **Quix Streams**: ``join_interval`` of impressions and clicks (``quix_app.py``;
   "not run: <reason>" when ``quixstreams`` is missing or the pass fails).
 
+With ``--metrics-cost``, the join alone runs again while this process GETs its
+``/metrics`` every second, then once more unscraped, ``--metrics-rounds`` times
+(``metrics_cost.py``; issue 40: serving metrics costs the join nothing
+measurable).
+
 With ``--large-impressions``, a second, larger backlog is produced and the ceiling
 and the join alone read it too; the join's rate on it over its rate on the main
 backlog is reported (issue 38: within 15%).
@@ -31,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib.util
 import math
 from collections.abc import Sequence
@@ -44,6 +50,8 @@ from benchmarks.harness.kafka import topic_records as read_topic_records
 from benchmarks.harness.measure import Throughput, process_peak_rss_bytes
 from benchmarks.harness.report import fmt_rate, render_table, say, verdict
 from benchmarks.harness.workers import BenchError, http_json, running, script, watch, worker
+from benchmarks.join import metrics_cost
+from benchmarks.join.metrics_cost import MetricsCost, MetricsScraper, ScrapeStats
 from streamjoin.dev.broker import LOOPBACK, EmbeddedBroker, free_port
 
 #: the count-only faust peer
@@ -70,6 +78,9 @@ PEER = "faust (count only)"
 JOIN_LIVE = "streamjoin (defaults, live table on)"
 JOIN_ALONE = "streamjoin (join alone)"
 QUIX = "Quix Streams (join_interval)"
+#: the join alone while /metrics is scraped, and unscraped again after it (--metrics-cost)
+JOIN_SCRAPED = f"{JOIN_ALONE}, /metrics every {metrics_cost.SCRAPE_INTERVAL_S:g} s"
+JOIN_AGAIN = f"{JOIN_ALONE}, again"
 #: the backlog names
 MAIN, LARGE = "main", "large"
 
@@ -88,6 +99,10 @@ class Pass:
     #: records in the join's changelog topic(s) after the pass
     changelog_records: int | None = None
     ceiling: bool = False
+    #: what the scrapes of the worker's /metrics saw (``None``: not scraped)
+    scrapes: ScrapeStats | None = None
+    #: one of the passes --metrics-cost compares (the join alone, scraped or not)
+    metrics_cost: bool = False
 
     @property
     def rate(self) -> float:
@@ -206,6 +221,11 @@ class ThroughputReport:
         return next((p for p in self.passes if p.label == label and p.backlog == backlog), None)
 
     @property
+    def metrics_cost(self) -> MetricsCost | None:
+        """The join alone with and without scraping (``None``: not measured)."""
+        return metrics_cost.metrics_cost(self.passes)
+
+    @property
     def large_ratio(self) -> float | None:
         """The join alone's records/s on the large backlog over the main one's."""
         large = self.find(JOIN_ALONE, LARGE)
@@ -294,6 +314,9 @@ def run_throughput(
     )  # fmt: skip
     passes.append(alone)
     assert alone.run is not None
+    if args.metrics_cost:
+        passes += _run_metrics_cost(args, broker, workdir, run_id, prefix, backlog)
+        alone.metrics_cost = True
 
     quix_counts: dict[str, Any] = {}
     if args.skip_quix:
@@ -329,6 +352,37 @@ def run_throughput(
     return ThroughputReport(
         backlog, peer, alone.run, join_stats, peers, passes, large_backlog, quix_counts
     )
+
+
+def _run_metrics_cost(
+    args: argparse.Namespace,
+    broker: EmbeddedBroker,
+    workdir: Path,
+    run_id: str,
+    prefix: str,
+    backlog: Backlog,
+) -> list[Pass]:
+    """``--metrics-rounds`` rounds of the join alone scraped, then not (issue 40)."""
+    passes = []
+    rounds = args.metrics_rounds
+    for n in range(1, rounds + 1):
+        mark = f" ({n})" if rounds > 1 else ""
+        for scrape, label, name in (
+            (True, JOIN_SCRAPED, "scraped"),
+            (False, JOIN_AGAIN, "again"),
+        ):
+            say(
+                f"(d{n}) streamjoin, the join alone again"
+                + (f", GET /metrics every {metrics_cost.SCRAPE_INTERVAL_S:g} s" if scrape else "")
+                + " ..."
+            )
+            done, _ = _run_streamjoin(
+                args, broker, workdir, f"streamjoin-{name}{n}", f"{run_id}-sj-{name}{n}",
+                prefix, backlog, label + mark, MAIN, live=False, scrape=scrape,
+            )  # fmt: skip
+            done.metrics_cost = True
+            passes.append(done)
+    return passes
 
 
 def _run_ceiling(
@@ -390,20 +444,30 @@ def _run_streamjoin(
     which: str,
     *,
     live: bool,
+    scrape: bool = False,
 ) -> tuple[Pass, dict[str, Any]]:
     """One worker *name* of the ad app (app id *app_id*) over the backlog at *prefix*;
-    the pass and the join's counters. Its rate is the join's processed count."""
+    the pass and the join's counters. Its rate is the join's processed count. With
+    *scrape*, this process GETs the worker's ``/metrics`` every second meanwhile."""
     config = ads.settings(app_id, prefix, args.partitions, args.grace_ms, live_table=live)
     port = free_port()
     process = ads.ads_worker(broker, workdir, name, config, port)
+    scraper = MetricsScraper(metrics_cost.metrics_url(port)) if scrape else None
     with running(process):
-        run = watch(name, process, lambda: ads.join_processed(port), backlog.records, args.timeout)
+        with scraper or contextlib.nullcontext():
+            run = watch(
+                name, process, lambda: ads.join_processed(port), backlog.records, args.timeout
+            )
         rss = process_peak_rss_bytes(process.pid)
         stats = ads.join_stats(port)
     # after the worker stopped: its last changelog writes are in
     changelog = asyncio.run(read_topic_records(broker.bootstrap, ads.changelog_topic(app_id)))
+    scrapes = scraper.stats() if scraper is not None else None
     say(f"  {name}: {fmt_rate(run.rate)} records/s")
-    return Pass(label, which, run, rss_bytes=rss, changelog_records=changelog), stats
+    if scrapes is not None:
+        say(f"  {name}: {scrapes.line()}")
+    done = Pass(label, which, run, rss_bytes=rss, changelog_records=changelog, scrapes=scrapes)
+    return done, stats
 
 
 def quix_missing() -> str | None:
@@ -487,6 +551,9 @@ def print_throughput(report: ThroughputReport) -> None:
             f"(target >= {THROUGHPUT_RATIO_TARGET:.0%}): "
             f"{verdict(report.ratio >= THROUGHPUT_RATIO_TARGET)}"
         )
+    cost = report.metrics_cost
+    if cost is not None:
+        metrics_cost.print_metrics_cost(cost)
     ratio = report.large_ratio
     if ratio is not None:
         say(
@@ -502,6 +569,8 @@ def summary_rows(tp: ThroughputReport) -> list[list[str]]:
     for p in tp.passes:
         if p.label == PEER or p.label.startswith(f"{PEER},"):
             continue  # the faster of the peer's passes, below
+        if p.metrics_cost and p.label != JOIN_ALONE:
+            continue  # compared with the join alone, below
         label = p.label if p.backlog == MAIN else f"{p.label}, {p.backlog} backlog"
         if p.not_run:
             rows.append([f"{label} records/s", "not run", "", ""])
@@ -567,6 +636,7 @@ def summary_rows(tp: ThroughputReport) -> list[list[str]]:
                 verdict(large_ratio_ok(ratio)),
             ]
         )
+    rows += metrics_cost.summary_rows(tp.metrics_cost)
     late = int(tp.join_stats.get("late", 0))
     rows.append(["late records (throughput run)", f"{late:,}", "0", verdict(late == 0)])
     return rows

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from benchmarks.harness import kafka, measure, workers  # noqa: E402
 from benchmarks.harness import report as printing  # noqa: E402
 from benchmarks.join import __main__ as join  # noqa: E402
 from benchmarks.join import latency as join_latency  # noqa: E402
+from benchmarks.join import metrics_cost as join_metrics  # noqa: E402
 from benchmarks.join import state as join_state  # noqa: E402
 from benchmarks.join import throughput as join_throughput  # noqa: E402
 
@@ -314,6 +316,7 @@ def test_defaults_are_valid() -> None:
     assert args.partitions == 4
     assert args.latency_seconds == 30.0
     assert args.state_events == 1_000_000
+    assert (args.metrics_cost, args.metrics_rounds) == (False, 1)
     assert join.argument_problems(args) == []
 
 
@@ -331,6 +334,11 @@ def test_defaults_are_valid() -> None:
         (["--state-events", "0"], "--state-events: must be >= 1"),
         (["--state-commit-every", "0"], "--state-commit-every: must be >= 1"),
         (["--timeout", "0"], "--timeout: must be a positive number"),
+        (["--metrics-cost", "--metrics-rounds", "0"], "--metrics-rounds: must be >= 1, got 0"),
+        (
+            ["--metrics-cost", "--skip-throughput"],
+            "--metrics-cost: needs part 1, which --skip-throughput skips",
+        ),
         (
             ["--skip-throughput", "--skip-latency", "--skip-state"],
             "nothing left to run",
@@ -359,6 +367,151 @@ def test_skipping_throughput_works_with_a_latency_rate() -> None:
     assert join.argument_problems(args) == []
     args = join.parse_args(["--skip-throughput", "--skip-latency"])
     assert join.argument_problems(args) == []
+
+
+# -- the cost of /metrics (issue 40) -------------------------------------------
+
+
+def _metrics_passes() -> list[join_throughput.Pass]:
+    tp = join_throughput
+    scraped = join_metrics.ScrapeStats(answered=30, unanswered=4, seconds=[0.002, 0.004, 0.010])
+    return [
+        _pass(tp.CEILING, 100_000.0, ceiling=True),
+        _pass(tp.JOIN_ALONE, 30_000.0, metrics_cost=True),
+        _pass(tp.JOIN_SCRAPED, 29_400.0, metrics_cost=True, scrapes=scraped),
+        _pass(tp.JOIN_AGAIN, 32_000.0, metrics_cost=True),
+        _pass(tp.JOIN_ALONE, 25_000.0, 5_000, backlog=tp.LARGE),
+    ]
+
+
+def test_metrics_cost_compares_scraped_passes_with_the_unscraped_ones() -> None:
+    cost = join_metrics.metrics_cost(_metrics_passes())
+    assert cost is not None
+    assert cost.unscraped == pytest.approx([30_000.0, 32_000.0])
+    assert cost.scraped == pytest.approx([29_400.0])
+    assert cost.without == pytest.approx(31_000.0) and cost.with_ == pytest.approx(29_400.0)
+    assert cost.ratio == pytest.approx(29_400 / 31_000)
+    assert join_metrics.cost_rows(cost) == [
+        ["records/s (mean)", "31,000", "29,400", "94.8%"],
+        ["each pass", "30,000 / 32,000", "29,400", ""],
+    ]
+    assert join_metrics.summary_rows(cost) == [
+        ["join alone scraped / not scraped records/s (issue 40)", "94.8%", ">= 95%", "NOT met"]
+    ]
+    assert join_metrics.ok(0.95) is True and join_metrics.ok(None) is None
+    # without --metrics-cost: no comparison, no row
+    plain = [p for p in _metrics_passes() if p.scrapes is None]
+    assert join_metrics.metrics_cost(plain) is None
+    assert join_metrics.summary_rows(None) == []
+
+
+def test_the_summary_and_the_printout_put_the_scraped_pass_beside_the_join_alone(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    tp = join_throughput
+    passes = _metrics_passes()
+    alone = passes[1]
+    assert alone.run is not None
+    report = tp.ThroughputReport(kafka.Backlog(), None, alone.run, {}, [], passes)
+    rows = {row[0]: row[1:] for row in join.summary_rows(report, None, None)}
+    assert rows["join alone scraped / not scraped records/s (issue 40)"][0] == "94.8%"
+    # the join alone keeps its own rows (issue 38); the repeats are compared, not listed
+    assert rows[f"{tp.JOIN_ALONE} records/s (issue 38)"][0] == "30,000"
+    assert f"{tp.JOIN_SCRAPED} records/s" not in rows and f"{tp.JOIN_AGAIN} records/s" not in rows
+    labels = [row[0] for row in tp.comparison_rows(passes)]
+    assert tp.JOIN_SCRAPED in labels and tp.JOIN_AGAIN in labels
+    tp.print_throughput(report)
+    out = capsys.readouterr().out
+    assert "metrics cost (issue 40): the join alone, GET /metrics every 1 s" in out
+    assert "without scraping  scraped every 1 s  with / without" in out
+    assert "scraped pass 1: 30 scrapes answered (4 while the worker started or failed)" in out
+    assert "GET median 4.0 ms, max 10.0 ms" in out
+    assert "scraped / unscraped records/s: 94.8% (target >= 95%): NOT met" in out
+
+
+def test_metrics_cost_runs_rounds_of_a_scraped_then_an_unscraped_pass(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[tuple[str, str, str, bool]] = []
+
+    def fake(*a: Any, live: bool, scrape: bool = False) -> tuple[join_throughput.Pass, dict]:
+        _args, _broker, _workdir, name, app_id, _prefix, _backlog, label, _which = a
+        calls.append((name, app_id, label, scrape))
+        return _pass(label, 10_000.0), {}
+
+    monkeypatch.setattr(join_throughput, "_run_streamjoin", fake)
+    args = join.parse_args(["--metrics-cost", "--metrics-rounds", "2"])
+    passes = join_throughput._run_metrics_cost(args, None, Path(), "r", "p-", kafka.Backlog())
+    tp = join_throughput
+    assert calls == [
+        ("streamjoin-scraped1", "r-sj-scraped1", f"{tp.JOIN_SCRAPED} (1)", True),
+        ("streamjoin-again1", "r-sj-again1", f"{tp.JOIN_AGAIN} (1)", False),
+        ("streamjoin-scraped2", "r-sj-scraped2", f"{tp.JOIN_SCRAPED} (2)", True),
+        ("streamjoin-again2", "r-sj-again2", f"{tp.JOIN_AGAIN} (2)", False),
+    ]
+    assert all(p.metrics_cost for p in passes)
+
+
+def _exposition() -> bytes:
+    from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+
+    registry = CollectorRegistry()
+    Counter(
+        "streamjoin_join_input_records", "in", ["app", "join", "input"], registry=registry
+    ).labels("a", "billing", "impressions").inc(5)
+    lag = Gauge("streamjoin_consumer_lag_records", "lag", ["app", "topic", "partition"],
+                registry=registry)  # fmt: skip
+    for partition in range(3):
+        lag.labels("a", "impressions", str(partition)).set(partition)
+    Gauge("other_metric", "not ours", registry=registry).set(1)
+    return generate_latest(registry)
+
+
+def test_the_scraper_counts_pages_with_the_joins_metrics_and_times_them() -> None:
+    import http.server
+    import threading
+
+    page = _exposition()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = page if self.path == "/metrics" else b"# starting\n"
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    port = server.server_address[1]
+    try:
+        scraper = join_metrics.MetricsScraper(join_metrics.metrics_url(port), timeout=1.0)
+        scraper.scrape()
+        scraper.scrape()
+        # a page without the join's metrics (the worker not running it yet): unanswered
+        scraper.url = f"http://127.0.0.1:{port}/elsewhere"
+        scraper.scrape()
+        from streamjoin.dev.broker import free_port
+
+        scraper.url = join_metrics.metrics_url(free_port())  # nothing listens
+        scraper.scrape()
+        stats = scraper.stats()
+        assert (stats.answered, stats.unanswered, len(stats.seconds)) == (2, 2, 2)
+        assert stats.page_bytes == len(page)
+        # the counter (with its _created gauge, a family of its own) and the lag gauge
+        assert (stats.families, stats.samples) == (3, 5)
+        # the background loop: started and stopped as a context manager
+        with join_metrics.MetricsScraper(
+            join_metrics.metrics_url(port), interval=0.01, timeout=1.0
+        ) as looping:
+            time.sleep(0.3)
+        assert looping.stats().answered >= 2
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert join_metrics.page_shape(b"<html>no</html>") == (0, 0)
 
 
 # -- state size ----------------------------------------------------------------
