@@ -25,6 +25,7 @@ from prometheus_client.core import (
 
 from streamjoin._histogram import Buckets
 from streamjoin.faust.metrics.catalog import by_name
+from streamjoin.join.policy import DEAD_LETTER
 
 if TYPE_CHECKING:
     from faust.types import AppT
@@ -33,8 +34,9 @@ __all__ = ["StreamjoinCollector"]
 
 logger = logging.getLogger("streamjoin.faust.metrics.collect")
 
-#: output kinds counted as dead letters, not outputs (the router's name for them)
-_DEAD_LETTER = "dead_letter"
+#: the output the router counts dead letters under: not an output kind here (they
+#: are join_dead_letters_total, by reason)
+_DEAD_LETTER = DEAD_LETTER
 
 
 class _Families:

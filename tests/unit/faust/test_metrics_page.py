@@ -102,6 +102,34 @@ def _above(buckets: Buckets, bound: float) -> int:
     )
 
 
+def test_dead_letters_are_not_counted_as_outputs(app: Any) -> None:
+    """A record the router dead-letters (its own name for the output, the policy's
+    ``DEAD_LETTER``) is in ``join_dead_letters_total`` alone: not also an output
+    kind of ``join_outputs_total`` (a real Prometheus saw it there, issue 40)."""
+    from streamjoin.faust.join.router import RecordRouter
+    from streamjoin.faust.join.types import Fetched
+
+    name, join = next(iter(app.joins.items()))
+    router = RecordRouter(name, join.policy, join.stats, {}, join.config.dead_letters)
+    record = Fetched(join.config.right_topic, 0, 7, b"a-1", b"{not json", 0)
+    router.dead_letter(record, b"click: not JSON")  # as apply() does for a bad record
+    join.stats.bad += 1
+    join.stats.emitted["attributed"] = 4
+    families = _scrape(app.metrics)
+    outputs = {
+        labels["kind"]: v
+        for _, labels, v in _samples(families["streamjoin_join_outputs"])
+        if labels["join"] == name
+    }
+    assert outputs == {"attributed": 4}
+    dead = {
+        labels["reason"]: v
+        for _, labels, v in _samples(families["streamjoin_join_dead_letters"])
+        if labels["join"] == name
+    }
+    assert dead == {"late": 0, "malformed": 1}
+
+
 def test_odd_label_values_are_escaped_not_broken(app: Any) -> None:
     join = next(iter(app.joins.values()))
     odd = 'kind "quoted"\\with\nnewline and ünïcode'
