@@ -181,3 +181,23 @@ def test_catalogue_names_follow_prometheus_rules() -> None:
         assert metric.name.endswith("_total") == (metric.kind == "counter"), metric.name
         assert "app" not in metric.labels
         assert not metric.name.endswith(("_milliseconds", "_ms", "_kb")), metric.name
+
+
+def test_fausts_prometheus_sensor_works_beside_it_without_a_name_twice(app: Any) -> None:
+    """faust's sensor registers its families on prometheus-client's default registry
+    (``setup_prometheus_sensors`` does ``FaustMetrics.create(REGISTRY, prefix)``):
+    they are on /metrics too, and no family name appears twice, even with faust's
+    prefix ``streamjoin`` (the closest a name could come to ours)."""
+    from faust.sensors.prometheus import FaustMetrics
+    from prometheus_client import REGISTRY
+
+    try:
+        faust_metrics = FaustMetrics.create(REGISTRY, "streamjoin")
+        faust_metrics.messages_received.inc()  # (a faust figure to see)
+    except ValueError:  # registered by an earlier run in this process
+        pass
+    text = exposition(app.metrics).decode()
+    names = [family.name for family in text_string_to_metric_families(text)]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+    assert "streamjoin_messages_received" in names  # faust's, from the default registry
+    assert "streamjoin_rebalances" in names  # ours
