@@ -207,6 +207,7 @@ def lag_chart(
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
     fig, axis = plt.subplots(figsize=(11, 3.8))
     for name in record.workers():
@@ -238,9 +239,14 @@ def lag_chart(
             bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none", "pad": 1},
         )
     axis.set_xlim(0, max(end, 1))
+    # a moved task's catch-up is thousands of records, a steady worker's lag a
+    # handful: linear up to 10, logarithmic above, so both show
+    axis.set_yscale("symlog", linthresh=10)
+    # plain numbers: the default 10^n labels need matplotlib's mathtext parser
+    axis.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
     axis.set_ylim(bottom=0)
     axis.set_xlabel("seconds since start")
-    axis.set_ylabel("records behind the high watermark")
+    axis.set_ylabel("records behind the high watermark\n(linear to 10, log above)")
     axis.set_title(f"Consumer lag per worker (scraped from /metrics every {record.interval:g} s)")
     axis.grid(alpha=0.3)
     axis.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8)
