@@ -55,7 +55,7 @@ from streamjoin.faust.join.types import JoinConfig
 from streamjoin.faust.kafka.consumer import committed_offset
 from streamjoin.faust.kafka.producer import Sender
 from streamjoin.faust.kafka.session import request_rebalance
-from streamjoin.faust.kafka.stores import db_for_partition, is_rocksdict
+from streamjoin.faust.kafka.stores import db_for_partition, is_rocksdict, state_bytes
 from streamjoin.faust.restore.ownership import TaskOwnership
 from streamjoin.join.errors import JoinConfigError
 from streamjoin.join.policy import JoinPolicy
@@ -239,12 +239,12 @@ class Join:
         )
 
     def state_sizes(self) -> dict[int, int]:
-        """RocksDB's estimate of each live task's state (bytes of live data), for
-        ``/metrics``; a task whose database cannot answer is left out."""
+        """Each live task's state in bytes (``stores.state_bytes``), for ``/metrics``;
+        a task whose database cannot answer (closing in a rebalance) is left out."""
         sizes: dict[int, int] = {}
         for partition in sorted(self.tasks.live):
             try:
-                size = self._db(partition).property_int_value("rocksdb.estimate-live-data-size")
+                size = state_bytes(self._db(partition))
             except Exception:
                 continue
             if size is not None:

@@ -20,7 +20,14 @@ if TYPE_CHECKING:
     #: a table's store (``table.data``); its keys and values are the table's, any objects
     TableStore: TypeAlias = StoreT[Any, Any]
 
-__all__ = ["db_for_partition", "drop_db", "is_rocksdict", "open_dbs"]
+__all__ = [
+    "STATE_PROPERTIES",
+    "db_for_partition",
+    "drop_db",
+    "is_rocksdict",
+    "open_dbs",
+    "state_bytes",
+]
 
 
 # the private attributes are declared on faust's rocksdb ``Store``; its databases are
@@ -49,3 +56,14 @@ def drop_db(store: RocksDBStore, partition: int) -> Rdict | None:
     db = store._dbs.pop(partition, None)
     store._key_index.clear()
     return cast("Rdict | None", db)
+
+
+#: RocksDB properties whose sum estimates a database's state: the live data in its
+#: files (0 until the first flush) and what its memtables hold (public rocksdict API)
+STATE_PROPERTIES = ("rocksdb.estimate-live-data-size", "rocksdb.cur-size-all-mem-tables")
+
+
+def state_bytes(db: Rdict) -> int | None:
+    """RocksDB's estimate of *db*'s state in bytes (``None``: it reports neither part)."""
+    known = [v for v in map(db.property_int_value, STATE_PROPERTIES) if v is not None]
+    return sum(known) if known else None

@@ -119,7 +119,7 @@ METRICS: tuple[Metric, ...] = (
         "join_state_bytes",
         "gauge",
         ("join", "task"),
-        "RocksDB's estimate of the live data of the task's state",
+        "RocksDB's estimate of the task's state: live data in its files plus memtables",
     ),
     _m(
         "consumer_lag_records",

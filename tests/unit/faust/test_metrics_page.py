@@ -201,3 +201,23 @@ def test_fausts_prometheus_sensor_works_beside_it_without_a_name_twice(app: Any)
     assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
     assert "streamjoin_messages_received" in names  # faust's, from the default registry
     assert "streamjoin_rebalances" in names  # ours
+
+
+def test_state_bytes_counts_what_is_still_in_the_memtables(tmp_path: Any) -> None:
+    """A join's state that has not been flushed yet is not 0 bytes (RocksDB's live
+    data estimate alone counts only flushed files)."""
+    from rocksdict import Rdict
+
+    from streamjoin.faust.kafka.stores import state_bytes
+
+    db = Rdict(str(tmp_path / "state"))
+    try:
+        empty = state_bytes(db)
+        for i in range(2_000):
+            db[f"key-{i}".encode()] = b"x" * 100
+        assert empty is not None
+        assert db.property_int_value("rocksdb.estimate-live-data-size") == 0  # not flushed
+        grown = state_bytes(db)
+        assert grown is not None and grown > empty + 100_000
+    finally:
+        db.close()
