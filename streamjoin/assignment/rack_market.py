@@ -180,7 +180,7 @@ class RackMarket:
         member one task short; False when no such path lowers the cost."""
         if all(map(operator.eq, map(_at, self.traffic, self.rack), self.least)):
             return False  # every task has its least traffic: only moves are left to pay
-        givers, takers = _balance_ends(self.slots, totals)
+        givers, takers = self._balance_ends(totals)
         found = self.plan(givers, takers, 0) if givers and takers else None
         if found is None:
             return False
@@ -198,6 +198,19 @@ class RackMarket:
             {m for m, c in self.slots.items() if c == high},
             {m for m, c in self.slots.items() if c == low},
         )
+
+    def _balance_ends(self, totals: list[int]) -> tuple[set[int], set[int]]:
+        """Members that may give one task of the group, and those that may take one,
+        keeping the spread of the group's counts and of the totals (both exactly 1):
+        of :meth:`high_low`'s, those with the most and the fewest tasks in total."""
+        high, low = self.high_low()
+        if not high:
+            return set(), set()
+        total = list(map(totals.__getitem__, self.slots))
+        top, bottom = max(total), min(total)
+        if top != bottom + 1:
+            return set(), set()
+        return {m for m in high if totals[m] == top}, {m for m in low if totals[m] == bottom}
 
     def plan(self, givers: set[int], takers: set[int], below: float) -> Plan | None:
         """The cheapest way for a task of a giver's rack to go, with a slot, to a
@@ -350,23 +363,6 @@ def _cheapest_ways(
 
 def _at(row: Sequence[int], i: int) -> int:
     return row[i]
-
-
-def _balance_ends(slots: dict[int, int], totals: list[int]) -> tuple[set[int], set[int]]:
-    """Members that may give one task of the group, and those that may take one,
-    keeping the spread of the group's counts and of the totals (both exactly 1)."""
-    counts = slots.values()
-    high, low = max(counts), min(counts)
-    if high != low + 1:
-        return set(), set()
-    total = list(map(totals.__getitem__, slots))
-    top, bottom = max(total), min(total)
-    if top != bottom + 1:
-        return set(), set()
-    pairs = list(zip(slots.values(), total, strict=True))
-    givers = {m for m, pair in zip(slots, pairs, strict=True) if pair == (high, top)}
-    takers = {m for m, pair in zip(slots, pairs, strict=True) if pair == (low, bottom)}
-    return givers, takers
 
 
 def _warmest(history: History, g: int, p: int, slots: Sequence[int], acceptable_lag: int) -> int:
