@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 
 # the pure layers, the faust adapters and the ad policy's pure modules: mypy --strict
 # (pyproject.toml)
-STRICT := streamjoin/assignment streamjoin/membership streamjoin/join streamjoin/restore \
+STRICT := streamjoin/assignment streamjoin/membership streamjoin/join streamjoin/restore streamjoin/lifecycle \
 	streamjoin/faust \
 	streamjoin/errors.py streamjoin/_lazy.py streamjoin/_gc.py streamjoin/_histogram.py streamjoin/_stacks.py streamjoin/ads/policy.py \
 	streamjoin/ads/attribution.py streamjoin/ads/events.py streamjoin/ads/campaigns.py streamjoin/ads/keys.py streamjoin/ads/topics.py \

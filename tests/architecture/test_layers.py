@@ -23,6 +23,7 @@ LAYERS = {
     "assignment": 1,
     "join": 1,
     "restore": 1,
+    "lifecycle": 1,
     "membership": 2,
     "faust": 3,
     "dev": 3,
@@ -31,7 +32,7 @@ LAYERS = {
     "cli": 6,
     "__main__": 7,
 }
-PURE = ("assignment", "membership", "join", "restore")
+PURE = ("assignment", "membership", "join", "restore", "lifecycle")
 #: third-party clients only the adapters (and the ad vertical's Kafka entry points) import
 ADAPTER_ONLY = ("faust", "aiokafka", "rocksdict", "mode")
 ADAPTER_ALLOWED = (
