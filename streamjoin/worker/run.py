@@ -152,14 +152,12 @@ def check_broker(urls: list[Any], timeout: float) -> None:
 def _override(conf: Any, name: str, value: Any) -> None:
     """Set ``conf.<name>`` only when it differs (a late change makes faust warn).
 
-    The current value is read from faust's storage attribute (``_<name>``),
-    which faust does not count as a use of the setting.
+    The current value is read as faust stores it, which faust does not count
+    as a use of the setting.
     """
-    try:
-        current = object.__getattribute__(conf, f"_{name}")
-    except AttributeError:
-        current = getattr(conf, name)
-    if current != value:
+    from streamjoin.faust.kafka.settings import stored_setting
+
+    if stored_setting(conf, name) != value:
         setattr(conf, name, value)
 
 
@@ -243,15 +241,17 @@ def configure_app(app: Any, options: WorkerOptions, settings: dict[str, Any] | N
     """
     from yarl import URL
 
+    from streamjoin.faust.kafka.settings import stored_setting
+
     conf = app.conf
     settings = faust_settings(options) if settings is None else settings
     for name, value in settings.items():
         if name == "broker":
-            if list(object.__getattribute__(conf, "_broker") or ()) != value:
+            if list(stored_setting(conf, "broker") or ()) != value:
                 conf.broker = value
         else:
             _override(conf, name, value)
-    if "web_port" not in settings and object.__getattribute__(conf, "_web_port") == FAUST_WEB_PORT:
+    if "web_port" not in settings and stored_setting(conf, "web_port") == FAUST_WEB_PORT:
         _override(conf, "web_port", free_port())
     _override(conf, "canonical_url", URL(f"http://{conf.web_host}:{conf.web_port}"))
     conf.streamjoin_member = MemberSettings.from_env(os.environ).overridden(

@@ -16,14 +16,19 @@ touches one. An upgrade of either library is checked here, module by module.
 * :mod:`~streamjoin.faust.kafka.producer`: the bulk producer (aiokafka record batches);
 * :mod:`~streamjoin.faust.kafka.stores`: faust's RocksDB store, one database per partition;
 * :mod:`~streamjoin.faust.kafka.app`: tables' changelogs, tracing tags;
+* :mod:`~streamjoin.faust.kafka.settings`: app settings read as faust stores them
+  (``Settings._broker``, ``_web_port``, ...), not counted as a use;
 * :mod:`~streamjoin.faust.kafka.metadata`: the credentialed metadata reader and
   partition counts, each partition's replicas (``ClusterMetadata._partitions``);
-  :mod:`~streamjoin.faust.kafka.checks`: the start-up checks;
+* :mod:`~streamjoin.faust.kafka.checks`: the start-up checks;
 * :mod:`~streamjoin.faust.kafka.range_read`: reading a topic's offset range
   with a client of its own;
 * :mod:`~streamjoin.faust.kafka.cooperative`: cooperative rebalancing on the
   classic protocol (aiokafka's ``_on_join_prepare`` and ``_on_join_complete``
   replaced: nothing revoked at prepare, kept partitions keep their fetch state);
+* :mod:`~streamjoin.faust.kafka.incremental`: faust's side of a cooperative
+  rebalance, only what moves stops (faust's revoke and assign steps taken for
+  the partitions that move: ``Consumer._active_partitions``, ``App._update_assignment``, ...);
 * :mod:`~streamjoin.faust.kafka.transport`: faust's transport, consumer and
   consumer thread subclassed: the worker consumer fetches as the member's rack
   (``AIOKafkaConsumerThread._create_worker_consumer``, the consumer's
