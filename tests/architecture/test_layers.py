@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -310,78 +311,265 @@ def test_the_adapters_rooms_import_downwards_only() -> None:
     assert wrong == []
 
 
-def _private_uses(path: Path) -> list[tuple[str, str]]:
-    """(name, how) of every private attribute *path* reads or sets on something
-    other than ``self``/``cls``, or by name through getattr/setattr/hasattr."""
+class _Use(NamedTuple):
+    """One reach for a private attribute: its *name* (``_x``; ``_{n}`` when built at
+    run time), the source that reaches it, whose attribute it is (``self``, ``cls``
+    or ``""``: anything else), and whether it sets it."""
+
+    name: str
+    how: str
+    owner: str
+    sets: bool
+
+
+#: functions that take an object and an attribute's name: getattr(x, "_n"), ...
+_BY_NAME = ("getattr", "setattr", "hasattr", "delattr", "getattr_static")
+_SETTERS = ("setattr", "__setattr__", "setdefault", "__setitem__")
+#: methods that reach an attribute by name past the class's own hooks:
+#: object.__getattribute__(x, "_n"), x.__getattribute__("_n"), ...
+_DUNDER_BY_NAME = ("__getattribute__", "__getattr__", "__setattr__", "__delattr__")
+#: methods of an object's namespace (vars(x), x.__dict__) whose first argument is a name
+_NAMESPACE_METHODS = (
+    "get",
+    "setdefault",
+    "pop",
+    "__getitem__",
+    "__setitem__",
+    "__delitem__",
+    "__contains__",
+)
+
+
+def _private_name(node: ast.expr | None) -> str | None:
+    """The private name a string literal spells (``"_x"``; an f-string ``f"_{n}"``
+    gives ``_{n}``); ``None`` for anything else, dunder names included."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        name = node.value
+    elif isinstance(node, ast.JoinedStr):
+        name = "".join(
+            f"{{{ast.unparse(part.value)}}}"
+            if isinstance(part, ast.FormattedValue)
+            else str(getattr(part, "value", ""))
+            for part in node.values
+        )
+    else:
+        return None
+    return name if name.startswith("_") and not name.startswith("__") else None
+
+
+def _owner(node: ast.expr) -> str:
+    return node.id if isinstance(node, ast.Name) and node.id in ("self", "cls") else ""
+
+
+def _namespace_of(node: ast.expr) -> ast.expr | None:
+    """``x`` of ``vars(x)`` or ``x.__dict__``, else ``None``."""
+    if isinstance(node, ast.Attribute) and node.attr == "__dict__":
+        return node.value
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "vars"
+        and len(node.args) == 1
+    ):
+        return node.args[0]
+    return None
+
+
+def _call_use(node: ast.Call) -> tuple[ast.expr, ast.expr | None, bool] | None:
+    """(the object, the name's expression, sets) of a call that reaches an
+    attribute by its name, else ``None``."""
+    func, args = node.func, node.args
+    called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+    if called in _BY_NAME and len(args) >= 2:
+        return args[0], args[1], called in _SETTERS
+    if called in _DUNDER_BY_NAME and isinstance(func, ast.Attribute):
+        bound = bool(args) and _private_name(args[0]) is not None
+        if bound:  # x.__getattribute__("_n")
+            return func.value, args[0], called in _SETTERS
+        if len(args) >= 2:  # object.__getattribute__(x, "_n")
+            return args[0], args[1], called in _SETTERS
+    if called in _NAMESPACE_METHODS and isinstance(func, ast.Attribute) and args:
+        subject = _namespace_of(func.value)
+        if subject is not None:  # x.__dict__.get("_n"), vars(x).setdefault("_n", v)
+            return subject, args[0], called in _SETTERS
+    return None
+
+
+def _private_uses_in(tree: ast.AST) -> list[_Use]:
+    """Every private attribute *tree* reaches, by every means the source shows:
+    ``x._n``; ``getattr(x, "_n")`` and setattr/hasattr/delattr; ``object.__getattribute__
+    (x, "_n")`` and the other dunders; ``vars(x)["_n"]``, ``x.__dict__["_n"]`` and
+    ``.get``/``.setdefault``/``.pop``/``in`` on them; ``attrgetter("_n")``."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
-            if node.attr.startswith("__"):
-                continue
-            if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
-                continue
-            found.append((node.attr, ast.unparse(node)))
-        elif (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id in ("getattr", "setattr", "hasattr", "delattr")
-            and len(node.args) >= 2
-            and isinstance(node.args[1], ast.Constant)
-            and isinstance(node.args[1].value, str)
-            and node.args[1].value.startswith("_")
-            and not node.args[1].value.startswith("__")
-        ):
-            found.append((node.args[1].value, ast.unparse(node)))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            name = _private_name(ast.Constant(node.attr))
+            if name is not None:
+                sets = isinstance(node.ctx, ast.Store)
+                found.append(_Use(name, ast.unparse(node), _owner(node.value), sets))
+        elif isinstance(node, ast.Subscript) and (subject := _namespace_of(node.value)):
+            name = _private_name(node.slice)
+            if name is not None:
+                sets = isinstance(node.ctx, ast.Store)
+                found.append(_Use(name, ast.unparse(node), _owner(subject), sets))
+        elif isinstance(node, ast.Compare) and len(node.comparators) == 1:
+            subject = _namespace_of(node.comparators[0])
+            name = _private_name(node.left)
+            if subject is not None and name is not None:  # "_n" in x.__dict__
+                found.append(_Use(name, ast.unparse(node), _owner(subject), False))
+        elif isinstance(node, ast.Call):
+            found.extend(_call_uses(node))
     return found
 
 
+def _call_uses(node: ast.Call) -> list[_Use]:
+    if getattr(node.func, "id", getattr(node.func, "attr", "")) == "attrgetter":
+        dotted = [arg.value for arg in node.args if isinstance(arg, ast.Constant)]
+        return [
+            _Use(part, ast.unparse(node), "", False)
+            for path in dotted
+            if isinstance(path, str)
+            for part in path.split(".")
+            if _private_name(ast.Constant(part)) is not None
+        ]
+    use = _call_use(node)
+    if use is None:
+        return []
+    subject, name_node, sets = use
+    name = _private_name(name_node)
+    return [] if name is None else [_Use(name, ast.unparse(node), _owner(subject), sets)]
+
+
+def _private_uses(path: Path) -> list[_Use]:
+    return _private_uses_in(ast.parse(path.read_text(), str(path)))
+
+
 def _own_private_names() -> set[str]:
-    """Private names the package defines itself: functions, methods, and
-    attributes it sets on ``self`` or declares in a class body."""
+    """Private names the package defines itself: functions, methods, attributes
+    it declares in a class body or sets on ``self`` (by any means: ``self._x = v``,
+    ``setattr(self, "_x", v)``, ``self.__dict__["_x"] = v``, ...). A ``_streamjoin_``
+    prefix alone does not make a name the package's: its marks on faust's and
+    aiokafka's objects (``_streamjoin_lease``, ...) are in :data:`SEAM`, each set
+    by its seam module only."""
     own = set()
     for path in _modules():
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 own.add(node.name)
-            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
-                if isinstance(node.value, ast.Name) and node.value.id == "self":
-                    own.add(node.attr)
             elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
                 own.add(node.target.id)
+        own.update(use.name for use in _private_uses_in(tree) if use.owner == "self" and use.sets)
     return {name for name in own if name.startswith("_")}
+
+
+def _seam_offenders(rel: str, uses: list[_Use], own: set[str]) -> list[str]:
+    """The uses in module *rel* (``faust/join/x.py``) of private attributes of
+    something other than ``self``/``cls`` that no rule allows there."""
+    wrong = []
+    for name, how, owner, _ in uses:
+        if owner or name in own:
+            continue
+        if name in SEAM:
+            if rel != f"faust/kafka/{SEAM[name]}":
+                wrong.append(f"{rel}: {how} (only faust/kafka/{SEAM[name]} may)")
+        elif "{" in name:
+            if not rel.startswith("faust/kafka/"):
+                wrong.append(f"{rel}: {how} (a private name built at run time: only the seam)")
+        elif rel not in OTHER_PRIVATE.get(name, ()):
+            wrong.append(f"{rel}: {how} (a private name no seam module owns)")
+    return wrong
 
 
 def test_private_attributes_of_faust_and_aiokafka_are_touched_only_in_the_seam() -> None:
     own = _own_private_names() - set(SEAM)
     wrong = []
     for path in _modules():
-        rel = _rel(path)
-        for name, how in _private_uses(path):
-            if name in own:
-                continue
-            if name in SEAM:
-                if rel != f"faust/kafka/{SEAM[name]}":
-                    wrong.append(f"{rel}: {how} (only faust/kafka/{SEAM[name]} may)")
-            elif rel not in OTHER_PRIVATE.get(name, ()):
-                wrong.append(f"{rel}: {how} (a private name no seam module owns)")
+        wrong += _seam_offenders(_rel(path), _private_uses(path), own)
     assert wrong == []
 
 
+#: each way of reaching a private attribute of something else, as the seam check must see it
+REACHES = [
+    "conf._broker",
+    "conf._broker = 1",
+    'getattr(conf, "_broker")',
+    'getattr(conf, "_broker", None)',
+    'setattr(conf, "_broker", 1)',
+    'hasattr(conf, "_broker")',
+    'delattr(conf, "_broker")',
+    'inspect.getattr_static(conf, "_broker")',
+    'object.__getattribute__(conf, "_broker")',
+    'object.__setattr__(conf, "_broker", 1)',
+    'object.__delattr__(conf, "_broker")',
+    'conf.__getattribute__("_broker")',
+    'vars(conf)["_broker"]',
+    'vars(conf)["_broker"] = 1',
+    'conf.__dict__["_broker"]',
+    'conf.__dict__["_broker"] = 1',
+    'del conf.__dict__["_broker"]',
+    'conf.__dict__.get("_broker")',
+    'vars(conf).get("_broker")',
+    'conf.__dict__.setdefault("_broker", 1)',
+    'conf.__dict__.pop("_broker")',
+    '"_broker" in conf.__dict__',
+    'operator.attrgetter("_broker")(conf)',
+    'attrgetter("app._broker")(conf)',
+]
+
+
+@pytest.mark.parametrize("source", REACHES)
+def test_the_seam_check_sees_every_way_of_reaching_a_private_attribute(source: str) -> None:
+    uses = _private_uses_in(ast.parse(source))
+    assert [use.name for use in uses] == ["_broker"]
+    assert _seam_offenders("worker/run.py", uses, own=set()) != []
+    assert _seam_offenders("faust/kafka/nowhere.py", uses, own=set()) != []  # SEAM names no such
+
+
+@pytest.mark.parametrize(
+    "source",
+    ['object.__getattribute__(conf, f"_{name}")', 'getattr(conf, f"_{name}")'],
+)
+def test_the_seam_check_sees_private_names_built_at_run_time(source: str) -> None:
+    uses = _private_uses_in(ast.parse(source))
+    assert [use.name for use in uses] == ["_{name}"]
+    assert _seam_offenders("worker/run.py", uses, own=set()) != []
+    assert _seam_offenders("faust/kafka/settings.py", uses, own=set()) == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "self._mine",
+        'getattr(self, "_mine")',
+        'self.__dict__.get("_mine")',
+        'conf.__dict__["__module__"]',
+        'getattr(conf, "public")',
+        "conf.__class__",
+        'settings["_key"]',  # a mapping's key, not an attribute
+    ],
+)
+def test_the_seam_check_leaves_self_public_and_dunder_names(source: str) -> None:
+    uses = _private_uses_in(ast.parse(source))
+    assert _seam_offenders("worker/run.py", uses, own=set()) == []
+
+
+def test_own_names_are_what_the_package_sets_on_self_by_any_means() -> None:
+    tree = ast.parse('self.__dict__["_streamjoin_ownership"] = x\nsetattr(self, "_other", 1)')
+    sets = {use.name for use in _private_uses_in(tree) if use.owner == "self" and use.sets}
+    assert sets == {"_streamjoin_ownership", "_other"}
+
+
 def test_self_reads_no_private_attribute_the_package_does_not_define() -> None:
-    """A subclass of a faust class reading faust's private attributes through ``self``."""
+    """A subclass of a faust class reading faust's private attributes through ``self``
+    (by any means: ``self._x``, ``getattr(self, "_x")``, ``self.__dict__["_x"]``, ...)."""
     own = _own_private_names()
-    wrong = []
-    for path in _modules():
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if (
-                isinstance(node, ast.Attribute)
-                and isinstance(node.value, ast.Name)
-                and node.value.id == "self"
-                and node.attr.startswith("_")
-                and not node.attr.startswith("__")
-                and node.attr not in own
-            ):
-                wrong.append(f"{_rel(path)}: self.{node.attr}")
+    wrong = [
+        f"{_rel(path)}: {use.how}"
+        for path in _modules()
+        for use in _private_uses(path)
+        if use.owner == "self" and use.name not in own
+    ]
     assert wrong == []
 
 
