@@ -64,8 +64,8 @@ _S = TaskState
 TRANSITIONS: dict[TaskState, frozenset[TaskState]] = {
     _S.RESTORING: frozenset({_S.RUNNING, _S.REVOKED, _S.CLOSED}),
     _S.RUNNING: frozenset({_S.PARKED, _S.REVOKED, _S.ABANDONED, _S.CLOSED}),
-    _S.PARKED: frozenset({_S.RUNNING, _S.ABANDONED, _S.CLOSED}),
-    _S.REVOKED: frozenset({_S.ABANDONED, _S.CLOSED}),
+    _S.PARKED: frozenset({_S.RUNNING, _S.REVOKED, _S.ABANDONED, _S.CLOSED}),
+    _S.REVOKED: frozenset({_S.PARKED, _S.ABANDONED, _S.CLOSED}),
     _S.ABANDONED: frozenset({_S.RUNNING, _S.REVOKED, _S.CLOSED}),
     _S.CLOSED: frozenset(),
 }

@@ -31,10 +31,9 @@ import streamjoin
 from streamjoin.ads.policy import AdAttribution
 from streamjoin.dev.broker import EmbeddedBroker
 from streamjoin.faust.join.batch import Batch, make_durable
-from streamjoin.faust.join.lifecycle import TaskSet
+from streamjoin.faust.join.registry import TaskRegistry
 from streamjoin.faust.join.router import RecordRouter
 from streamjoin.faust.join.stats import JoinStats
-from streamjoin.faust.join.tasks import JoinTask
 from streamjoin.faust.join.types import LEFT, RIGHT, Chunk, Fetched, JoinConfig
 from streamjoin.faust.kafka.producer import Sender
 from streamjoin.faust.restore.ownership import TaskOwnership
@@ -107,7 +106,7 @@ class _Run:
             for p in (0, 1)
         }
         self.rejoins = 0
-        self.tasks = TaskSet(
+        self.tasks = TaskRegistry(
             self.config, POLICY, JoinStats(), asyncio.Lock(),
             open_db=self.dbs.__getitem__, offset_key=lambda: OFFSET_KEY,
             ownership=lambda: self.ownership, restored_at=None,
@@ -118,10 +117,7 @@ class _Run:
         )
         self.batch = Batch()
         for partition in (0, 1):
-            task = JoinTask(partition, POLICY, max_idle_ms=1_000)
-            task.open(self.dbs[partition], 0)
-            task.own(self.ownership.token(self.config.changelog_topic, partition))
-            self.tasks.live[partition] = task
+            task = self.tasks.task(partition)  # opened from its database, owned
             received = _received(self.config, partition)
             for side, records in received:
                 task.see(side, records[0].offset)
@@ -145,8 +141,8 @@ class _Run:
             tasks = self.tasks
             await tasks.lock.acquire()
             try:
-                tasks.on_revoke(partitions)
-                await tasks.on_revoked()
+                tasks.revoke(partitions)
+                await tasks.handover()
             finally:
                 tasks.lock.release()
 

@@ -6,7 +6,7 @@
   and runs batches;
 * :mod:`~streamjoin.faust.join.intake`: input records taken in bulk from the
   consumer's fetches;
-* :mod:`~streamjoin.faust.join.lifecycle`: the task set across rebalances;
+* :mod:`~streamjoin.faust.join.registry`: the task set across rebalances;
 * :mod:`~streamjoin.faust.join.tasks`: one task's runtime;
   :mod:`~streamjoin.faust.join.batch_state`: its RocksDB-backed state;
   :mod:`~streamjoin.faust.join.pace`: its records processed and stops;

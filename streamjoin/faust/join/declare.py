@@ -11,7 +11,7 @@ and its co-partition group are declared on the app.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypedDict
 
@@ -21,7 +21,7 @@ from streamjoin.join.errors import JoinConfigError
 from streamjoin.join.policy import JoinPolicy
 
 if TYPE_CHECKING:
-    from faust.types import TP, AppT, CollectionT, TableT, TopicT
+    from faust.types import AppT, TableT, TopicT
 
 __all__ = [
     "RAW",
@@ -37,7 +37,6 @@ __all__ = [
     "declare_outputs",
     "declare_source",
     "declare_state_table",
-    "hook_rebalance",
     "join_partitions",
 ]
 
@@ -238,33 +237,6 @@ def declare_copartitioned(app: AppT, topics: tuple[str, ...]) -> None:
     groups.append(topics)
     # streamjoin's note on a faust app (read by declared_topics through getattr)
     app.copartitioned_topics = groups  # type: ignore[attr-defined]
-
-
-def hook_rebalance(
-    app: AppT,
-    table: CollectionT,
-    *,
-    assigned: Callable[[set[TP]], Awaitable[None]],
-    revoked: Callable[..., Awaitable[None]],
-) -> None:
-    """Call *assigned* with each new assignment before faust's own rebalance of
-    *table* (the join drops its revoked tasks before faust closes their
-    databases), and connect *revoked* to the app's ``on_partitions_revoked``
-    signal (a clean handover: the member rejoins once the batch in flight is
-    durable)."""
-    original = table.on_rebalance
-
-    async def on_rebalance(
-        assigned_tps: set[TP],
-        revoked_tps: set[TP],
-        newly_assigned: set[TP],
-        generation_id: int = 0,
-    ) -> None:
-        await assigned(assigned_tps)
-        await original(assigned_tps, revoked_tps, newly_assigned, generation_id)
-
-    table.on_rebalance = on_rebalance  # type: ignore[method-assign,assignment]
-    app.on_partitions_revoked.connect(revoked)
 
 
 def _topic_name(topic: TopicArg) -> str:

@@ -22,7 +22,7 @@ batches; the pieces are :mod:`~streamjoin.faust.join.declare` (checks and
 declarations, the frozen :class:`~streamjoin.faust.join.types.JoinConfig`),
 :mod:`~streamjoin.faust.join.intake` (every input record taken in bulk from
 faust's consumer's fetches; acks that never let faust commit past the state),
-:mod:`~streamjoin.faust.join.lifecycle` (the task set across rebalances),
+:mod:`~streamjoin.faust.join.registry` (the task set across rebalances),
 :mod:`~streamjoin.faust.join.tasks` (per-task runtime),
 :mod:`~streamjoin.faust.join.router` (a task's batch staged: records applied
 to its logic), :mod:`~streamjoin.faust.join.batch` (the durability steps) and
@@ -45,10 +45,10 @@ from streamjoin._gc import gc_paused_async
 from streamjoin._progress import ProgressLog
 from streamjoin._supervise import crash_on_failure
 from streamjoin.faust.join.batch import Batch, make_durable
-from streamjoin.faust.join.declare import declare_join, hook_rebalance
+from streamjoin.faust.join.declare import declare_join
 from streamjoin.faust.join.fault_points import FaultPoints
 from streamjoin.faust.join.intake import Intake
-from streamjoin.faust.join.lifecycle import TaskSet, now_ms
+from streamjoin.faust.join.registry import TaskRegistry, now_ms
 from streamjoin.faust.join.router import RecordRouter
 from streamjoin.faust.join.stats import JoinStats, describe_join, log_progress
 from streamjoin.faust.join.types import JoinConfig
@@ -59,14 +59,16 @@ from streamjoin.faust.kafka.stores import db_for_partition, is_rocksdict, state_
 from streamjoin.faust.restore.ownership import TaskOwnership
 from streamjoin.join.errors import JoinConfigError
 from streamjoin.join.policy import JoinPolicy
+from streamjoin.lifecycle.rebalance import Assigned, Revoked
 
 if TYPE_CHECKING:
     from faust.streams import Stream
     from faust.tables.base import Collection
-    from faust.types import TP, AppT, EventT, StreamT
+    from faust.types import AppT, EventT, StreamT
     from rocksdict import Rdict
 
     from streamjoin.faust.join.types import InputRecord, TopicArg
+    from streamjoin.faust.restore.tables import TableManager
 
 # faust declares a table's store (``data``) on its Collection; TableT's ``data`` is the
 # dict it also is: the casts to Collection below read the store
@@ -88,7 +90,8 @@ class Join:
             of the original in ``streamjoin-source``.
         table: the join's state table (``<name>-state``, changelogged).
         stats: counters on this worker.
-        tasks: the join's tasks on this worker (:class:`~streamjoin.faust.join.lifecycle.TaskSet`).
+        tasks: the join's tasks on this worker
+            (:class:`~streamjoin.faust.join.registry.TaskRegistry`).
         intake: takes the join's records from faust's consumer.
     """
 
@@ -125,7 +128,7 @@ class Join:
         self.table = declared.table
         self.stats = JoinStats()
         self._lock = asyncio.Lock()
-        self.tasks = TaskSet(
+        self.tasks = TaskRegistry(
             self.config, policy, self.stats, self._lock, open_db=self._db,
             offset_key=lambda: bytes(cast("Collection", self.table).data.offset_key),
             ownership=self._ownership,
@@ -155,7 +158,8 @@ class Join:
         # a task loop, not app.timer: faust stops timers before it waits for
         # in-flight records on shutdown, and this loop makes them durable
         app.task(self._ticker)
-        hook_rebalance(app, self.table, assigned=self._on_assigned, revoked=self.tasks.on_revoked)
+        # every rebalance reaches the join through the worker's rebalance owner
+        cast("TableManager", app.tables).register(self)
 
     def _ownership(self) -> TaskOwnership | None:
         """The worker's task ownership (``None``: not streamjoin's table manager)."""
@@ -164,21 +168,28 @@ class Join:
 
     # -- rebalances -----------------------------------------------------------------
 
-    def on_revoke(self, revoked: set[TP] | None = None) -> None:
-        """Partitions are being revoked: buffered records are dropped unacknowledged
-        and every task is parked (:meth:`TaskSet.on_revoke`); in a cooperative
-        rebalance (*revoked* given) only those of the partitions in *revoked*."""
-        if revoked is None:
+    def revoke(self, event: Revoked) -> None:
+        """Partitions are being revoked: buffered records are dropped unacknowledged;
+        every task is parked when *event* revokes everything, else the tasks of
+        the join's partitions it revokes are (:meth:`TaskRegistry.revoke`)."""
+        if event.kind.revokes_all:
             self.intake.reset()
-            self.tasks.on_revoke()
+            self.tasks.revoke(None)
             return
-        partitions = {tp.partition for tp in revoked if tp.topic in self.config.topics}
+        topics = self.config.topics
+        partitions = {partition for topic, partition in event.partitions if topic in topics}
         self.intake.reset(partitions)
-        self.tasks.on_revoke(partitions)
+        self.tasks.revoke(partitions)
 
-    async def _on_assigned(self, assigned: set[TP]) -> None:
+    async def handover(self, event: Revoked) -> None:
+        """Wait (bounded) until the batch in flight is durable (:meth:`TaskRegistry.handover`)."""
+        await self.tasks.handover()
+
+    async def assign(self, event: Assigned) -> None:
+        """The new assignment: close the tasks that left (:meth:`TaskRegistry.assign`)."""
         self.intake.install()  # before the first fetch of the join's partitions
-        await self.tasks.on_rebalance(assigned)
+        left = self.config.left_topic
+        await self.tasks.assign({partition for topic, partition in event.assigned if topic == left})
 
     def restore_again(self) -> set[tuple[str, int]]:
         """(changelog topic, partition) of every task of this join whose batch was

@@ -122,6 +122,9 @@ class Restorer(Service):
         self._kept: set[tuple[int, int]] = set()
         self._generation: int | None = None
         self.warmups = WarmupWatch(lambda: request_rebalance(self.app))
+        #: active changelog partitions to restore again though their task is kept
+        #: (set by the table manager: its rebalance owner's answer)
+        self.restore_again: Callable[[], set[TP]] = set
         # STREAMJOIN_STANDBY_SHARE (streamjoin worker --standby-share) beats the settings
         self._pacer = RestPacer(standby_share(os.environ, self.settings.standby_share))
         super().__init__(**kwargs)
@@ -243,7 +246,7 @@ class Restorer(Service):
         # a join's task kept here whose batch was abandoned or whose changelog is
         # taken over anew: its state again, its inputs from the committed offset
         # (never past the state's position)
-        again = {tp for tp in self._restore_again() if tp in actives and task(tp) in kept}
+        again = {tp for tp in self.restore_again() if tp in actives and task(tp) in kept}
         renewed = {task(tp) for tp in again}
         redo = {tp for tp in streams if task(tp) in renewed}
         restore = {tp for tp in actives if task(tp) not in kept} | again
@@ -271,16 +274,6 @@ class Restorer(Service):
         self._session = asyncio.ensure_future(
             self._run_session(previous, generation_id, restore, standbys, waiting, seek)
         )
-
-    def _restore_again(self) -> set[TP]:
-        """Active changelog partitions restored again though their task is kept: a
-        join's whose batch was abandoned (``Join.restore_again``), and a fenced one
-        taken over anew (the lease ran out; it opens once restored and marked)."""
-        ownership: TaskOwnership | None = getattr(self.tables, "ownership", None)
-        again: set[TP] = set() if ownership is None else ownership.taken_over()
-        for join in (getattr(self.app, "joins", None) or {}).values():
-            again |= {TP(topic, partition) for topic, partition in join.restore_again()}
-        return again
 
     async def on_stop(self) -> None:
         """Cancel the running session and wait for its consumer to close."""

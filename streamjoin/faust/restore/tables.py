@@ -21,7 +21,9 @@ from faust.tables.manager import TableManager as _FaustTableManager
 from streamjoin.faust.kafka.incremental import incremental
 from streamjoin.faust.kafka.stores import open_dbs
 from streamjoin.faust.restore.ownership import TaskOwnership
+from streamjoin.faust.restore.rebalance import RebalanceOwner, RebalanceParticipant
 from streamjoin.faust.restore.restorer import Restorer
+from streamjoin.lifecycle.rebalance import Assigned, RebalanceKind, Revoked
 
 if TYPE_CHECKING:
     from faust.stores.rocksdb import Store as RocksDBStore
@@ -42,9 +44,9 @@ class TableManager(_FaustTableManager):
         """The restore service, created on first use in ``_recovery`` as faust's
         manager does (so one set there beforehand, e.g. by a test, is used)."""
         if self._recovery is None:
-            self._recovery = Restorer(  # type: ignore[assignment]
-                self.app, self, beacon=self.beacon, loop=self.loop
-            )
+            restorer = Restorer(self.app, self, beacon=self.beacon, loop=self.loop)
+            restorer.restore_again = self.rebalance.restore_again
+            self._recovery = restorer  # type: ignore[assignment]
         return self._recovery  # type: ignore[return-value]
 
     @property
@@ -55,16 +57,47 @@ class TableManager(_FaustTableManager):
             owned = self.__dict__["_streamjoin_ownership"] = TaskOwnership(self.app, self)
         return owned
 
+    @property
+    def rebalance(self) -> RebalanceOwner:
+        """The owner of this worker's task lifecycle: every rebalance goes through it."""
+        owner = self.__dict__.get("_streamjoin_rebalance")
+        if owner is None:
+            owner = self.__dict__["_streamjoin_rebalance"] = RebalanceOwner(self.ownership)
+        return owner
+
+    def register(self, participant: RebalanceParticipant) -> None:
+        """Call *participant* (a join) at every rebalance: :class:`RebalanceOwner`.
+
+        Its handover runs on faust's ``on_partitions_revoked`` signal, the
+        revoke's last step (after faust waited for its agents and flushed the
+        producer)."""
+        owner = self.rebalance
+        if not owner.participants:
+            self.app.on_partitions_revoked.connect(owner.handover)
+        owner.register(participant)
+
+    def _kind(self) -> RebalanceKind:
+        """How the rebalance under way goes (asked once per call from faust)."""
+        return RebalanceKind.COOPERATIVE if incremental(self.app) else RebalanceKind.EAGER
+
     async def on_rebalance(
         self, assigned: set[TP], revoked: set[TP], newly_assigned: set[TP], generation_id: int = 0
     ) -> None:
-        """Decide which fenced partitions were kept without interruption, then
-        let faust's manager tell the tables (and joins) and the restorer."""
-        self.ownership.begin(generation_id)
+        """The new assignment: the rebalance owner (ownership, then joins) first,
+        then faust's manager tells the tables and the restorer."""
+        event = Assigned(
+            self._kind(),
+            generation_id,
+            frozenset(assigned),
+            frozenset(revoked),
+            frozenset(newly_assigned),
+        )
+        await self.rebalance.assign(event)
         await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
 
     def on_partitions_revoked(self, revoked: set[TP]) -> None:
-        """Stop restoring, and let every join drop what it holds but has not applied.
+        """The rebalance owner stops what is revoked (every join drops what it
+        holds but has not applied), then the restorer stops restoring.
 
         A join drops its buffered records unacknowledged (acknowledging them
         would let faust commit past the state's position); join apps run with
@@ -72,10 +105,7 @@ class TableManager(_FaustTableManager):
         task's state says where to resume: whoever runs the task next reads
         them again.
         """
-        # a cooperative rebalance: only what is given up stops
-        partial = revoked if incremental(self.app) else None
-        for join in sorted((getattr(self.app, "joins", None) or {}).items()):
-            join[1].on_revoke(partial)
+        self.rebalance.revoke(Revoked(self._kind(), frozenset(revoked)))
         super().on_partitions_revoked(revoked)
 
     def standby_offsets(self) -> dict[tuple[str, int], int]:

@@ -1,15 +1,24 @@
-"""A join's tasks across rebalances: which stay open, which close, which open.
+"""A join's tasks on this worker across rebalances: the task registry.
 
-In an eager rebalance (faust's own) every partition is revoked, then the new
-assignment arrives. A task whose partition stays on this worker is parked at
-the revoke (its buffered records dropped unacknowledged) and goes on with its
-open state and indexes; only the tasks that left are closed. In a
-cooperative one (:mod:`streamjoin.faust.kafka.incremental`) only the tasks
-given up are parked, then closed; the others keep running, untouched. The
-task of every assigned partition is opened (or resumed) as soon as its
-tables are restored, even before its next record: a task whose inputs saw
-their last records before the rebalance still has decisions to let out once
-its inputs go idle.
+Every task has a state (:class:`~streamjoin.lifecycle.states.TaskState`) and
+changes it only through the registry's named methods, each change checked
+against the state machine drawn in :mod:`streamjoin.lifecycle.states`
+(an invalid change raises with the task and both states). Queries
+(:meth:`TaskRegistry.owned`, :meth:`TaskRegistry.abandoned`, ...) change
+nothing.
+
+In a rebalance that revokes everything (eager, or the membership lost) every
+running task is *parked* at the revoke (its buffered records dropped
+unacknowledged) and goes on with its open state and indexes if the next
+assignment keeps it; the tasks that left are closed. In a cooperative one
+(:mod:`streamjoin.faust.kafka.incremental`) only the tasks given up are
+*revoked* (parked, then closed at the assignment); the others keep running,
+untouched. The task of every assigned partition is opened (or resumed) as
+soon as its tables are restored, even before its next record: a task whose
+inputs saw their last records before the rebalance still has decisions to
+let out once its inputs go idle. The registry hears of rebalances from the
+join (:class:`~streamjoin.faust.join.operator.Join`), which the worker's
+rebalance owner (:mod:`streamjoin.faust.restore.rebalance`) calls.
 """
 
 from __future__ import annotations
@@ -25,17 +34,19 @@ from streamjoin.faust.join.tasks import JoinTask
 from streamjoin.faust.join.types import JoinConfig
 from streamjoin.faust.restore.ownership import TaskOwnership
 from streamjoin.join.policy import JoinPolicy
+from streamjoin.lifecycle.states import TaskState, check
 
 if TYPE_CHECKING:
-    from faust.types import TP
     from rocksdict import Rdict
 
-__all__ = ["HANDOVER_SHARE", "TaskSet", "now_ms"]
+__all__ = ["HANDOVER_SHARE", "TaskRegistry", "now_ms"]
 
 #: share of the session timeout a revoke waits for the batch in flight
 HANDOVER_SHARE = 0.5
 
-logger = logging.getLogger("streamjoin.faust.join.operator")
+logger = logging.getLogger(__name__)
+
+_S = TaskState
 
 
 def now_ms() -> int:
@@ -43,13 +54,15 @@ def now_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
-class TaskSet:
-    """A join's tasks on this worker: live, parked across a rebalance, abandoned.
+class TaskRegistry:
+    """A join's tasks on this worker and the state of each (see the module docstring).
 
     The operator holds one and drives it: it opens tasks as their tables are
-    restored, parks them at a revoke and closes the ones that left at the next
-    assignment; it says whether a batch may be made durable (the worker owns
-    its tasks) and drops the tasks of a batch that may not.
+    restored; the join's rebalance calls park or revoke them
+    (:meth:`revoke`), wait for the batch in flight (:meth:`handover`) and
+    close the ones that left at the next assignment (:meth:`assign`); it says
+    whether a batch may be made durable (the worker owns its tasks) and
+    drops the tasks of a batch that may not (:meth:`abandon`).
 
     Args:
         config: the join's configuration.
@@ -65,8 +78,6 @@ class TaskSet:
         rejoin: makes the worker's consumer rejoin its group.
 
     Attributes:
-        live: partition -> the task running it.
-        parked: tasks kept open across a rebalance, until the next assignment.
         assigned: the partitions assigned at the last rebalance.
         revoking: whether partitions are being revoked (no records accepted).
         epoch: bumped when a revoke stops waiting for the batch in flight
@@ -98,24 +109,72 @@ class TaskSet:
         self._restored_at = restored_at
         self._session_timeout = session_timeout
         self._rejoin = rejoin
-        self.live: dict[int, JoinTask] = {}
-        self.parked: dict[int, JoinTask] = {}
+        #: partition -> its task's state (CLOSED tasks are forgotten)
+        self._states: dict[int, TaskState] = {}
+        #: the tasks RUNNING, and the ones PARKED or REVOKED (kept open until the
+        #: next assignment), by partition
+        self._live: dict[int, JoinTask] = {}
+        self._parked: dict[int, JoinTask] = {}
+        #: partition -> time.time() its batch was ABANDONED
+        self._abandoned_at: dict[int, float] = {}
         self.assigned: frozenset[int] = frozenset()
         self.revoking = False
         self.epoch = 0
         self.buffered = 0
         #: whether the lapse of the session lease was logged (once per lapse)
         self._lapse_logged = False
-        #: partition -> time.time() its batch was abandoned (see abandon)
-        self._abandoned: dict[int, float] = {}
-        #: partitions given up in the cooperative rebalance under way
-        self._given_up: set[int] = set()
         #: whether the revoke under way hands tasks over (the batch in flight
         #: must be durable before the member rejoins)
         self._handover = False
         #: epoch -> the partitions handed over without waiting when it began
-        #: (``None``: every partition, an eager rebalance)
+        #: (``None``: every partition, a rebalance that revokes everything)
         self._handed_over: dict[int, frozenset[int] | None] = {}
+
+    # -- the registry: every change of a task's state ---------------------------------
+
+    @property
+    def live(self) -> Mapping[int, JoinTask]:
+        """Partition -> its RUNNING task."""
+        return self._live
+
+    @property
+    def parked(self) -> Mapping[int, JoinTask]:
+        """Partition -> its task kept open across the rebalance under way (PARKED
+        or REVOKED)."""
+        return self._parked
+
+    def state(self, partition: int) -> TaskState:
+        """The state of *partition*'s task (CLOSED: none here)."""
+        return self._states.get(partition, _S.CLOSED)
+
+    def states(self) -> dict[int, TaskState]:
+        """Partition -> its task's state, for every task not CLOSED, in partition order."""
+        return dict(sorted(self._states.items()))
+
+    def _move(self, partition: int, after: TaskState) -> None:
+        """Change *partition*'s task to *after*, checked against the state machine
+        (a task not in the registry counts as RESTORING: assigned, not open)."""
+        before = self._states.get(partition, _S.RESTORING)
+        if partition in self._states or after is not _S.RESTORING:
+            check(f"{self.config.name}/{partition}", before, after)
+        if after is _S.CLOSED:
+            self._states.pop(partition, None)
+            self._abandoned_at.pop(partition, None)
+        else:
+            self._states[partition] = after
+
+    def _close(self, partition: int) -> int:
+        """CLOSE *partition*'s task: its open state is dropped (a batch of it, if
+        any, is not in flight); returns its buffered records, dropped."""
+        self._move(partition, _S.CLOSED)
+        dropped = 0
+        for tasks in (self._live, self._parked):
+            task = tasks.pop(partition, None)
+            if task is not None:
+                dropped += task.waiting
+                task.state.discard()
+                task.state.db = None
+        return dropped
 
     def waiting(self) -> int:
         """Records received and not yet in a batch, over every live task."""
@@ -186,20 +245,22 @@ class TaskSet:
         return going_on
 
     def abandon(self, dropped: list[JoinTask], reason: str, going_on: list[JoinTask]) -> None:
-        """Drop the tasks of a batch that may not go on: unacked, opened again
+        """ABANDON the tasks of a batch that may not go on: unacked, opened again
         from their state (*going_on*: the batch's tasks that complete it)."""
         now = time.time()
         for task in dropped:
             partition = task.partition
-            for tasks in (self.live, self.parked):
+            for tasks in (self._live, self._parked):
                 if tasks.get(partition) is task:
                     del tasks[partition]
             task.unacked_range.clear()
             task.state.discard()
             task.state.db = None
+            if self.state(partition) not in (_S.ABANDONED, _S.CLOSED):
+                self._move(partition, _S.ABANDONED)
             # what the batch sent may be in the changelog: the task opens again
             # only from a state restored after this (the next rebalance's)
-            self._abandoned[partition] = now
+            self._abandoned_at[partition] = now
         self.buffered = self.waiting()
         self.stats.batches_abandoned += 1
         logger.warning(
@@ -222,13 +283,17 @@ class TaskSet:
             return
         done = self._restored_at()
         for partition in sorted(self.assigned):
-            if partition in done and partition not in self.live and self.owned(partition):
+            if partition in done and partition not in self._live and self.owned(partition):
                 self.task(partition)
 
     def abandoned(self) -> set[int]:
-        """Tasks whose batch was abandoned and whose state was not restored since
-        (they do not open until it is: :meth:`owned`)."""
-        return {p for p, at in self._abandoned.items() if not self._restored_after(p, at)}
+        """Tasks ABANDONED whose state was not restored since (they do not open
+        until it is: :meth:`owned`)."""
+        return {
+            p
+            for p, at in self._abandoned_at.items()
+            if self.state(p) is _S.ABANDONED and not self._restored_after(p, at)
+        }
 
     def _restored_after(self, partition: int, moment: float) -> bool:
         """Was *partition*'s state restored after *moment* (``time.time()``)?"""
@@ -243,39 +308,45 @@ class TaskSet:
         return ownership.token(self.config.changelog_topic, partition)
 
     def owned(self, partition: int) -> bool:
-        """May this worker run *partition*'s task now (its changelog is fenced for
-        it, and restored since a batch of it was abandoned)?"""
-        if partition in self._given_up:
+        """May this worker run *partition*'s task now? Not when it is REVOKED, nor
+        ABANDONED and not restored since; otherwise when its changelog is fenced
+        for this worker (or the tables are not fenced)."""
+        state = self.state(partition)
+        if state is _S.REVOKED:
             return False
-        abandoned = self._abandoned.get(partition)
-        if abandoned is not None:
-            if not self._restored_after(partition, abandoned):
+        if state is _S.ABANDONED:
+            at = self._abandoned_at.get(partition)
+            if at is not None and not self._restored_after(partition, at):
                 return False
-            del self._abandoned[partition]
         return self._ownership() is None or self.token(partition) is not None
 
     def task(self, partition: int) -> JoinTask:
-        """The live task of *partition*: the one parked across the rebalance when
-        it may go on, else a new one opened from its database."""
-        task = self.live.get(partition)
+        """The RUNNING task of *partition*: the one parked across the rebalance when
+        it may go on, else a new one opened from its database (call it only
+        when :meth:`owned`)."""
+        task = self._live.get(partition)
         if task is not None:
             return task
+        before = self.state(partition)
+        self._move(partition, _S.RUNNING)
         db = self._open_db(partition)
         token = self.token(partition)
-        parked = self.parked.pop(partition, None)
-        if parked is not None and parked.token == token and parked.can_resume(
-            db, self._offset_key()
+        parked = self._parked.pop(partition, None)
+        if (
+            parked is not None
+            and parked.token == token
+            and parked.can_resume(db, self._offset_key())
         ):
             parked.resume(now_ms())
             self.stats.tasks_kept += 1
-            self.live[partition] = parked
+            self._live[partition] = parked
             logger.info("join %s: task %d goes on where it was (kept)", self.config.name, partition)
             return parked
         if parked is not None:  # its database changed under it: start over from the state
             parked.state.discard()
             parked.state.db = None
         started = time.monotonic()
-        task = self.live[partition] = JoinTask(partition, self.policy, self.config.max_idle_ms)
+        task = self._live[partition] = JoinTask(partition, self.policy, self.config.max_idle_ms)
         task.own(token)
         task.open(db, now_ms())
         self.stats.tasks_opened += 1
@@ -286,9 +357,13 @@ class TaskSet:
             " again (its database changed while parked)" if parked is not None else "",
             time.monotonic() - started,
         )
+        if before is _S.ABANDONED:
+            self._abandoned_at.pop(partition, None)
         return task
 
-    def on_revoke(self, partitions: set[int] | None = None) -> None:
+    # -- rebalances (called by the join, in the rebalance owner's order) ----------------
+
+    def revoke(self, partitions: set[int] | None) -> None:
         """Partitions are being revoked (a rebalance or a shutdown): drop buffered records.
 
         They are dropped unacknowledged, so faust does not commit them (the
@@ -296,12 +371,12 @@ class TaskSet:
         either); whoever runs the task next reads them again from the
         committed offset, which is never past the task state's position.
 
-        *partitions* ``None`` (an eager rebalance: every partition is
-        revoked, then the new assignment comes): every task is parked, not
-        closed; the ones that stay here go on with their state and indexes,
-        the others are closed by :meth:`on_rebalance`. Otherwise (a
-        cooperative rebalance) only the tasks of *partitions* are parked
-        (closed by :meth:`on_rebalance`) and no record of them is accepted
+        *partitions* ``None`` (every partition is revoked, then the new
+        assignment comes): every RUNNING task is PARKED, not closed; the ones
+        that stay here go on with their state and indexes, the others are
+        closed by :meth:`assign`; tasks not open yet (RESTORING) are closed.
+        Otherwise (a cooperative rebalance) only the tasks of *partitions* are
+        REVOKED (closed by :meth:`assign`) and no record of them is accepted
         until then; every other task keeps running. A batch already being
         made durable completes.
         """
@@ -309,28 +384,33 @@ class TaskSet:
             self.revoking = True
             self._handover = True
             self.buffered = 0
-            for partition in sorted(self.live):
-                self.live[partition].park()
-            self.parked.update(self.live)
-            self.live.clear()
+            for partition in sorted(self._live):
+                self._move(partition, _S.PARKED)
+                task = self._live.pop(partition)
+                task.park()
+                self._parked[partition] = task
+            for partition, state in sorted(self._states.items()):
+                if state is _S.RESTORING:
+                    self._move(partition, _S.CLOSED)
             return
-        self._given_up |= partitions
         self._handover = bool(partitions)
-        for partition in sorted(partitions & set(self.live)):
-            task = self.live.pop(partition)
-            task.park()
-            self.parked[partition] = task
+        for partition in sorted(partitions):
+            if partition in self._states and self._states[partition] is not _S.REVOKED:
+                self._move(partition, _S.REVOKED)
+            if partition in self._live:
+                task = self._live.pop(partition)
+                task.park()
+                self._parked[partition] = task
         self.buffered = self.waiting()
 
-    async def on_revoked(self, *_: object, **__: object) -> None:
-        """faust's ``on_partitions_revoked`` signal: a clean handover.
-
-        Waits until the batch being made durable is (its records acknowledged,
-        RocksDB written, its input acked), so that the member rejoins (and the
-        tasks' next owners restore) only after every write of it is on the
-        broker. A batch that is not durable within the handover bound drops
-        the tasks handed over at its next step (every task, in an eager
-        rebalance), see :meth:`still_owned`.
+    async def handover(self) -> None:
+        """A clean handover, once the revoke's other steps are done: waits until
+        the batch being made durable is (its records acknowledged, RocksDB
+        written, its input acked), so that the member rejoins (and the tasks'
+        next owners restore) only after every write of it is on the broker. A
+        batch that is not durable within the handover bound drops the tasks
+        handed over at its next step (every task, when everything is revoked),
+        see :meth:`still_owned`.
         """
         if not self._handover:
             return  # a cooperative rebalance that gives none of the join's tasks up
@@ -339,7 +419,8 @@ class TaskSet:
             await asyncio.wait_for(self.lock.acquire(), bound)
         except TimeoutError:
             self.epoch += 1
-            self._handed_over[self.epoch] = None if self.revoking else frozenset(self._given_up)
+            given_up = frozenset(p for p, s in self._states.items() if s is _S.REVOKED)
+            self._handed_over[self.epoch] = None if self.revoking else given_up
             logger.warning(
                 "join %s: the batch in flight is not durable after %.1f s; the "
                 "partitions are handed over without it (it drops their tasks)",
@@ -349,46 +430,53 @@ class TaskSet:
             return
         self.lock.release()
 
-    async def on_rebalance(self, assigned: set[TP]) -> None:
-        """The new assignment is known: close the tasks that left, accept records again.
+    async def assign(self, assigned: set[int]) -> None:
+        """The new assignment (*assigned*: the join's partitions) is known: close
+        the tasks that left, accept records again.
 
-        A parked task of a partition still ours notes its database's changelog
-        offset (no batch is in flight under the lock); it resumes on its next
-        record if the offset is unchanged then (:meth:`task`).
+        A task goes on only where this worker kept it without interruption
+        (the same owner token): after a session loss, or a generation it
+        missed, another worker may have run it meanwhile. A PARKED task of a
+        partition still ours notes its database's changelog offset (no batch
+        is in flight under the lock); it resumes on its next record if the
+        offset is unchanged then (:meth:`task`).
         """
         self.revoking = False
         self._handover = False
         async with self.lock:
-            self._given_up.clear()
             # no batch begun before now is in flight any more (it held the lock)
             self._handed_over.clear()
-            keep = {tp.partition for tp in assigned if tp.topic == self.config.left_topic}
-            self.assigned = frozenset(keep)
+            self.assigned = frozenset(assigned)
+            closed = self._close_gone(self.assigned)
+            for partition in sorted(self.assigned - set(self._states)):
+                self._move(partition, _S.RESTORING)
             offset_key = self._offset_key()
-            closed = []
-            for tasks in (self.parked, self.live):
-                # tasks opened since on_revoke and no longer ours are dropped the
-                # same way: unacked, read again elsewhere. A task goes on only
-                # where this worker kept it without interruption (the same owner
-                # token): after a session loss, or a generation it missed,
-                # another worker may have run it meanwhile
-                gone = {p for p, t in tasks.items() if p not in keep or t.token != self.token(p)}
-                for partition in sorted(gone):
-                    task = tasks.pop(partition)
-                    self.buffered -= task.waiting
-                    task.state.discard()
-                    task.state.db = None
-                    closed.append(partition)
-            for _, task in sorted(self.parked.items()):
+            for _, task in sorted(self._parked.items()):
                 if task.state.db is not None:
                     task.mark_parked(task.state.db, offset_key)
             # live now: kept running through a cooperative rebalance
-            self.stats.tasks_kept += len(self.live)
-            kept = sorted(set(self.parked) | set(self.live))
+            self.stats.tasks_kept += len(self._live)
+            kept = sorted(set(self._parked) | set(self._live))
             if closed or kept:
                 logger.info(
                     "join %s: rebalance keeps tasks %s open, closes %s",
                     self.config.name,
                     kept,
-                    sorted(closed),
+                    closed,
                 )
+
+    def _close_gone(self, keep: frozenset[int]) -> list[int]:
+        """Close every task not in *keep* or whose owner token changed, and bring
+        a REVOKED one that is kept back to PARKED; returns the partitions
+        whose open task was closed."""
+        closed = []
+        for partition, state in sorted(self._states.items()):
+            task = self._live.get(partition) or self._parked.get(partition)
+            changed = task is not None and task.token != self.token(partition)
+            if partition not in keep or changed:
+                self.buffered -= self._close(partition)
+                if task is not None:
+                    closed.append(partition)
+            elif state is _S.REVOKED:
+                self._move(partition, _S.PARKED if task is not None else _S.CLOSED)
+        return closed
