@@ -13,7 +13,6 @@ from pathlib import Path
 
 import click
 
-from streamjoin.restore.pace import STANDBY_SHARE_ENV
 from streamjoin.worker.options import (
     DEFAULT_WEB_BIND,
     SASL_MECHANISMS,
@@ -212,7 +211,7 @@ _FILE = click.Path(dir_okay=False, path_type=Path)
 @click.option(
     "--standby-share",
     type=click.FloatRange(0, 1, min_open=True),
-    envvar=STANDBY_SHARE_ENV,
+    envvar="STREAMJOIN_STANDBY_SHARE",
     show_envvar=True,
     help=(
         "Share of the worker's time that catching up standbys and warm-ups may take; "

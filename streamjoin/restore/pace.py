@@ -8,32 +8,33 @@ restoring to a share of the time: after a round of fetching and applying that ke
 the worker busy for ``busy`` seconds (the caller measures CPU time), it rests
 ``busy * (1 - share) / share`` seconds.
 
-Pure: no clock of its own, no I/O; the caller measures and sleeps.
+Pure: no clock of its own, no I/O, no settings of its own; the caller measures and
+sleeps, and passes the share from the restore settings.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from streamjoin.errors import ConfigurationError
 
-__all__ = ["STANDBY_SHARE_ENV", "RestPacer", "standby_share"]
-
-#: the environment variable (and ``streamjoin worker --standby-share``) that sets the share
-STANDBY_SHARE_ENV = "STREAMJOIN_STANDBY_SHARE"
+__all__ = ["RestPacer", "checked_share"]
 
 
-def standby_share(environ: Mapping[str, str], default: float) -> float:
-    """The share :data:`STANDBY_SHARE_ENV` sets in ``environ``, else ``default``."""
-    raw = environ.get(STANDBY_SHARE_ENV, "").strip()
-    if not raw:
-        return default
-    try:
-        return float(raw)
-    except ValueError:
+def checked_share(share: object) -> float:
+    """*share* as a float, when it is a number in (0, 1].
+
+    Raises:
+        ConfigurationError: it is not a number, or not in (0, 1].
+    """
+    if isinstance(share, bool) or not isinstance(share, (int, float)):
         raise ConfigurationError(
-            f"{STANDBY_SHARE_ENV}={raw!r} is not a number; give a share in (0, 1], e.g. 0.5"
-        ) from None
+            f"the standby restore share must be a number in (0, 1], got {share!r}"
+        )
+    if not 0 < share <= 1:
+        raise ConfigurationError(
+            f"the standby restore share must be in (0, 1], got {share}; use 1 to restore "
+            "standbys and warm-ups at full speed"
+        )
+    return float(share)
 
 
 class RestPacer:
@@ -47,16 +48,7 @@ class RestPacer:
     __slots__ = ("_factor", "applied", "busy", "rested", "share")
 
     def __init__(self, share: float) -> None:
-        if isinstance(share, bool) or not isinstance(share, (int, float)):
-            raise ConfigurationError(
-                f"the standby restore share must be a number in (0, 1], got {share!r}"
-            )
-        if not 0 < share <= 1:
-            raise ConfigurationError(
-                f"the standby restore share must be in (0, 1], got {share}; use 1 to restore "
-                "standbys and warm-ups at full speed"
-            )
-        self.share = float(share)
+        self.share = checked_share(share)
         self._factor = (1 - self.share) / self.share
         #: totals so far: records applied, busy seconds of the rounds that applied
         #: them, seconds rested

@@ -12,14 +12,17 @@ import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamjoin.dev.broker import free_port
 from streamjoin.membership.settings import MemberSettings
-from streamjoin.restore.pace import STANDBY_SHARE_ENV
+from streamjoin.restore.pace import checked_share
 from streamjoin.worker.errors import AppImportError, BrokerUnreachable, WorkerSettingsError
 from streamjoin.worker.load import load_object
 from streamjoin.worker.options import DEFAULT_WEB_BIND, KafkaSecurity, broker_urls
+
+if TYPE_CHECKING:
+    from streamjoin.faust.restore.fetch import RestoreSettings
 
 #: faust's default web port, which every worker on a machine would share
 FAUST_WEB_PORT = 6066
@@ -71,7 +74,9 @@ class WorkerOptions:
         rack_move_cost: what a task moved beyond balance's needs costs against
             that traffic when this worker leads (``None``: the default, 1).
         standby_share: share of the time the standby follower may take while
-            catching up, in (0, 1] (``None``: ``RestoreSettings.standby_share``).
+            catching up, in (0, 1] (``None``: the app's ``RestoreSettings``);
+            it reaches the restorer in the app's restore settings
+            (:func:`configure_app`).
         security: how to authenticate to Kafka; the default keeps the app's
             ``broker_credentials``.
     """
@@ -237,7 +242,12 @@ def configure_app(app: Any, options: WorkerOptions, settings: dict[str, Any] | N
 
     Explicit options beat the app's own settings. An app that sets no web
     port gets a free one instead of faust's 6066 (faust binds it even with
-    the web server off), so workers on one machine never collide.
+    the web server off), so workers on one machine never collide. The member
+    settings (``conf.streamjoin_member``) and, with a standby share, the restore
+    settings (``conf.streamjoin_restore``) travel on ``app.conf`` too.
+
+    Raises:
+        ConfigurationError: the standby share is not a number in (0, 1].
     """
     from yarl import URL
 
@@ -264,6 +274,25 @@ def configure_app(app: Any, options: WorkerOptions, settings: dict[str, Any] | N
         rack_traffic_cost=options.rack_traffic_cost,
         rack_move_cost=options.rack_move_cost,
     )
+    if options.standby_share is not None:
+        conf.streamjoin_restore = _restore_settings(options.standby_share)
+
+
+def _restore_settings(standby_share: float) -> type[RestoreSettings]:
+    """The app's restore settings with *standby_share*: a subclass of ``Restorer.settings``
+    (:class:`~streamjoin.faust.restore.fetch.RestoreSettings`, or what the app set there)
+    that changes the share only. :func:`configure_app` puts it on the app's
+    configuration as ``conf.streamjoin_restore``, which the restorer reads instead of
+    ``Restorer.settings``.
+
+    Raises:
+        ConfigurationError: the share is not a number in (0, 1].
+    """
+    from streamjoin.faust.restore.restorer import Restorer
+
+    share = checked_share(standby_share)
+    base = Restorer.settings
+    return type(f"{base.__name__}WithShare", (base,), {"standby_share": share})
 
 
 def run_worker(options: WorkerOptions) -> int:
@@ -271,6 +300,7 @@ def run_worker(options: WorkerOptions) -> int:
 
     Raises:
         WorkerSettingsError: contradicting settings, unusable TLS files.
+        ConfigurationError: a standby share outside (0, 1].
         AppImportError: the app cannot be loaded.
         BrokerUnreachable: the broker does not answer.
         TopicMismatchError: topics read together (a join's) have different partition counts.
@@ -278,8 +308,6 @@ def run_worker(options: WorkerOptions) -> int:
     settings = faust_settings(options)  # contradictions and unusable TLS files fail first
     settings.setdefault("web_port", free_port())
     _export_environment(settings)
-    if options.standby_share is not None:  # read when the app's tables are built
-        os.environ[STANDBY_SHARE_ENV] = repr(options.standby_share)
     app = load_app(options.app)
     configure_app(app, options, settings)
     check_broker(list(app.conf.broker), options.broker_timeout)

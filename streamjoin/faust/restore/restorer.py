@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -55,7 +54,7 @@ from streamjoin.faust.restore.book import ChangelogBook, TaskGate
 from streamjoin.faust.restore.fetch import ChangelogFetcher, RestoreSettings, restore_consumer
 from streamjoin.faust.restore.kept import kept_tasks, named, task_key
 from streamjoin.faust.restore.warmup_watch import WarmupWatch, reported_lag
-from streamjoin.restore.pace import RestPacer, standby_share
+from streamjoin.restore.pace import RestPacer
 
 if TYPE_CHECKING:
     from aiokafka import AIOKafkaConsumer
@@ -125,8 +124,11 @@ class Restorer(Service):
         #: active changelog partitions to restore again though their task is kept
         #: (set by the table manager: its rebalance owner's answer)
         self.restore_again: Callable[[], set[TP]] = set
-        # STREAMJOIN_STANDBY_SHARE (streamjoin worker --standby-share) beats the settings
-        self._pacer = RestPacer(standby_share(os.environ, self.settings.standby_share))
+        # the app's restore settings (streamjoin worker --standby-share), else the class's
+        configured = getattr(app.conf, "streamjoin_restore", None)
+        if isinstance(configured, type) and issubclass(configured, RestoreSettings):
+            self.settings = configured
+        self._pacer = RestPacer(self.settings.standby_share)
         super().__init__(**kwargs)
 
     # -- what the TableManager and the assignor read -------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from streamjoin.errors import ConfigurationError
-from streamjoin.restore.pace import STANDBY_SHARE_ENV, RestPacer, standby_share
+from streamjoin.restore.pace import RestPacer, checked_share
 
 
 @pytest.mark.parametrize("share", [0.1, 0.25, 0.5, 0.9])
@@ -41,9 +41,15 @@ def test_totals_count_only_rounds_that_applied_records_and_the_rests_taken() -> 
     assert pacer.totals() == {"share": 0.5, "applied": 100, "busy": 0.2, "resting": 0.21}
 
 
-def test_the_environment_variable_beats_the_default_and_a_bad_one_is_named() -> None:
-    assert standby_share({}, 0.5) == 0.5
-    assert standby_share({STANDBY_SHARE_ENV: " "}, 0.5) == 0.5
-    assert standby_share({STANDBY_SHARE_ENV: "0.25"}, 0.5) == 0.25
-    with pytest.raises(ConfigurationError, match="STREAMJOIN_STANDBY_SHARE='half'"):
-        standby_share({STANDBY_SHARE_ENV: "half"}, 0.5)
+@pytest.mark.parametrize(("share", "checked"), [(1, 1.0), (0.25, 0.25), (1e-3, 1e-3)])
+def test_a_share_in_zero_to_one_is_checked_once_for_worker_and_pacer(
+    share: float, checked: float
+) -> None:
+    assert checked_share(share) == checked
+    assert RestPacer(share).share == checked
+
+
+@pytest.mark.parametrize("share", [0, 1.5, True, "0.5"])
+def test_checked_share_refuses_what_the_pacer_refuses(share: object) -> None:
+    with pytest.raises(ConfigurationError, match=r"in \(0, 1\]"):
+        checked_share(share)

@@ -275,6 +275,54 @@ def test_member_settings_reach_the_apps_configuration_the_assignor_reads(
     )
 
 
+def test_the_standby_share_reaches_the_restorer_in_the_apps_restore_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One path: --standby-share -> ``app.conf.streamjoin_restore`` -> the restorer's
+    settings; nothing goes through the environment (a variable left there is ignored)."""
+    import streamjoin
+    from streamjoin.faust.restore.restorer import Restorer
+
+    monkeypatch.setenv("STREAMJOIN_STANDBY_SHARE", "0.9")  # only the CLI reads it (click)
+    app = streamjoin.App("sj-share-conf", web_enabled=False)
+    configure_app(app, WorkerOptions(app="m:app", standby_share=0.25))
+    settings = app.conf.streamjoin_restore
+    assert issubclass(settings, Restorer.settings)
+    assert settings.standby_share == 0.25
+    assert settings.max_records == Restorer.settings.max_records  # the rest unchanged
+    restorer = app.tables.recovery
+    assert restorer.settings is settings
+    assert restorer.standby_pacing()["share"] == 0.25
+    assert Restorer.settings.standby_share == 0.5  # no other app is touched
+
+    plain = streamjoin.App("sj-share-default", web_enabled=False)
+    configure_app(plain, WorkerOptions(app="m:app"))
+    assert not hasattr(plain.conf, "streamjoin_restore")
+    assert plain.tables.recovery.standby_pacing()["share"] == Restorer.settings.standby_share
+
+
+@pytest.mark.parametrize("share", [0.0, 1.5, -0.25])
+def test_a_standby_share_outside_zero_to_one_is_refused_when_the_worker_configures(
+    share: float,
+) -> None:
+    import faust
+
+    from streamjoin.errors import ConfigurationError
+
+    app = faust.App("sj-share-bad")
+    with pytest.raises(ConfigurationError, match=r"standby restore share must be in \(0, 1\]"):
+        configure_app(app, WorkerOptions(app="m:app", standby_share=share))
+
+
+def test_a_bad_standby_share_variable_is_named_by_the_command() -> None:
+    result = CliRunner().invoke(
+        worker_command, ["-A", "m:app"], env={"STREAMJOIN_STANDBY_SHARE": "half"}
+    )
+    assert result.exit_code == 2
+    assert "STREAMJOIN_STANDBY_SHARE" in result.output
+    assert "'half' is not a valid float" in result.output
+
+
 def test_no_security_settings_keep_the_apps_credentials() -> None:
     import faust
     from faust.auth import SASLCredentials
