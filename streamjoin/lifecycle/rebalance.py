@@ -22,8 +22,8 @@ kind                      what the member does
 ``COOPERATIVE``           revokes only what the new assignment drops; kept partitions
                           run on untouched (KIP-429 on the classic protocol)
 ``LOST``                  lost its membership (session expired, fenced): everything it
-                          owned is revoked without a handover, as another member may
-                          run it already; the next rebalance is eager
+                          owned is revoked, as in an eager rebalance (another member
+                          may run it already); the next rebalance is eager
 ========================= ==============================================================
 """
 

@@ -1,30 +1,15 @@
 """The task state machine: every state a task of a join can be in on this
 worker, and the only transitions between them.
 
-::
+The main paths::
 
-                      assigned here
-                           │
-                           ▼
-     ┌──────────────── RESTORING ──────────────────┐
-     │      restored,      │ given up              │ not assigned
-     │      opened         ▼                       ▼ any more
-     │                  REVOKED ───────────────▶ CLOSED
-     ▼                     ▲    next assignment    ▲
-   RUNNING ── given up ────┘                       │
-     │  ▲ ▲                                        │
-     │  │ └──────── resumed / reopened ──┐         │
-     │  │                                │         │
-     │  │ restored      eager revoke     │         │
-     │  │ again    ┌───────────────▶ PARKED ───────┤ not kept
-     │  │          │                             │
-     ├──┴──────────┘                             │
-     │                                           │
-     └── batch abandoned ──▶ ABANDONED ──────────┘ not assigned any more
+    assigned ─▶ RESTORING ─▶ RUNNING ─▶ PARKED ─▶ RUNNING          eager rebalance, kept
+                               │ └────▶ REVOKED ─▶ CLOSED          cooperative, given up
+                               └──────▶ ABANDONED ─▶ RUNNING       restored again
 
-* ``RESTORING``: assigned here, its state not restored yet (or not opened);
+* ``RESTORING``: assigned here, its state not restored (or not opened) yet;
 * ``RUNNING``: open, its logic applies records;
-* ``PARKED``: stopped by a rebalance that revoked everything (eager, or the
+* ``PARKED``: stopped by a rebalance that revokes everything (eager, or the
   membership lost), state and indexes kept: it resumes if the next
   assignment keeps it and its database did not change meanwhile;
 * ``REVOKED``: given up in a cooperative rebalance: no record is accepted for
@@ -32,10 +17,34 @@ worker, and the only transitions between them.
 * ``ABANDONED``: a batch of it could not be made durable (the lease ran out,
   or its changelog is no longer ours); it opens again only from state
   restored after that;
-* ``CLOSED``: gone from this worker (not a stored state: the task is forgotten).
+* ``CLOSED``: gone from this worker (not stored: the task is forgotten).
 
-:data:`TRANSITIONS` is the whole graph; :func:`check` raises
-:class:`~streamjoin.lifecycle.errors.InvalidTransition` for any other change.
+Every transition (:data:`TRANSITIONS`; a test keeps this table equal to it):
+
+=========== =========== ========================================================
+from        to          when
+=========== =========== ========================================================
+RESTORING   RUNNING     its state is restored: opened (or at its first record)
+RESTORING   REVOKED     given up in a cooperative rebalance before it opened
+RESTORING   CLOSED      everything revoked, or not assigned any more
+RUNNING     PARKED      a rebalance revokes everything
+RUNNING     REVOKED     given up in a cooperative rebalance
+RUNNING     ABANDONED   a batch of it may not be made durable
+RUNNING     CLOSED      not assigned any more, or its owner token changed
+PARKED      RUNNING     kept: resumed (reopened if its database changed)
+PARKED      REVOKED     given up in a cooperative rebalance
+PARKED      ABANDONED   the batch in flight at the revoke may not go on
+PARKED      CLOSED      not kept by the next assignment
+REVOKED     PARKED      the next assignment kept it after all
+REVOKED     ABANDONED   the batch in flight at the revoke may not go on
+REVOKED     CLOSED      the next assignment
+ABANDONED   RUNNING     its state was restored after the abandon: reopened
+ABANDONED   REVOKED     given up in a cooperative rebalance
+ABANDONED   CLOSED      not assigned any more
+=========== =========== ========================================================
+
+:func:`check` raises :class:`~streamjoin.lifecycle.errors.InvalidTransition`
+for any other change.
 """
 
 from __future__ import annotations

@@ -56,7 +56,6 @@ from streamjoin.faust.kafka.consumer import committed_offset
 from streamjoin.faust.kafka.producer import Sender
 from streamjoin.faust.kafka.session import request_rebalance
 from streamjoin.faust.kafka.stores import db_for_partition, is_rocksdict, state_bytes
-from streamjoin.faust.restore.ownership import TaskOwnership
 from streamjoin.join.errors import JoinConfigError
 from streamjoin.join.policy import JoinPolicy
 from streamjoin.lifecycle.rebalance import Assigned, Revoked
@@ -128,11 +127,11 @@ class Join:
         self.table = declared.table
         self.stats = JoinStats()
         self._lock = asyncio.Lock()
+        manager = cast("TableManager", app.tables)  # streamjoin's: declare_join checked
         self.tasks = TaskRegistry(
             self.config, policy, self.stats, self._lock, open_db=self._db,
             offset_key=lambda: bytes(cast("Collection", self.table).data.offset_key),
-            ownership=self._ownership,
-            restored_at=getattr(app.tables, "restored_at", None),
+            ownership=lambda: manager.ownership, restored_at=manager.restored_at,
             session_timeout=lambda: float(app.conf.broker_session_timeout),
             rejoin=lambda: request_rebalance(app),
         )  # fmt: skip
@@ -158,13 +157,7 @@ class Join:
         # a task loop, not app.timer: faust stops timers before it waits for
         # in-flight records on shutdown, and this loop makes them durable
         app.task(self._ticker)
-        # every rebalance reaches the join through the worker's rebalance owner
-        cast("TableManager", app.tables).register(self)
-
-    def _ownership(self) -> TaskOwnership | None:
-        """The worker's task ownership (``None``: not streamjoin's table manager)."""
-        ownership: TaskOwnership | None = getattr(self.app.tables, "ownership", None)
-        return ownership
+        manager.register(self)  # every rebalance reaches the join through the owner
 
     # -- rebalances -----------------------------------------------------------------
 
@@ -172,12 +165,12 @@ class Join:
         """Partitions are being revoked: buffered records are dropped unacknowledged;
         every task is parked when *event* revokes everything, else the tasks of
         the join's partitions it revokes are (:meth:`TaskRegistry.revoke`)."""
-        if event.kind.revokes_all:
-            self.intake.reset()
-            self.tasks.revoke(None)
-            return
         topics = self.config.topics
-        partitions = {partition for topic, partition in event.partitions if topic in topics}
+        partitions = (
+            None
+            if event.kind.revokes_all
+            else {partition for topic, partition in event.partitions if topic in topics}
+        )
         self.intake.reset(partitions)
         self.tasks.revoke(partitions)
 

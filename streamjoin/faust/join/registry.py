@@ -1,5 +1,8 @@
 """A join's tasks on this worker across rebalances: the task registry.
 
+It is long because it is the one place where a task's state changes: the state
+machine's every edge is a method here, beside the queries it is checked by.
+
 Every task has a state (:class:`~streamjoin.lifecycle.states.TaskState`) and
 changes it only through the registry's named methods, each change checked
 against the state machine drawn in :mod:`streamjoin.lifecycle.states`

@@ -42,10 +42,18 @@ def test_check_accepts_exactly_the_edges_of_the_graph() -> None:
                 check("t", before, after)
 
 
-def test_the_docstring_names_every_state() -> None:
+def test_the_docstring_names_every_state_and_tables_exactly_the_transitions() -> None:
     doc = states.__doc__ or ""
     for state in TaskState:
         assert f"``{state.name}``" in doc, state
+    names = {state.name for state in TaskState}
+    drawn = set()
+    for line in doc.splitlines():
+        words = line.split()
+        if len(words) > 2 and words[0] in names and words[1] in names:
+            drawn.add((TaskState[words[0]], TaskState[words[1]]))
+    edges = {(before, after) for before, afters in TRANSITIONS.items() for after in afters}
+    assert drawn == edges
 
 
 def test_a_given_up_task_never_runs_again_before_it_is_closed_or_parked() -> None:
