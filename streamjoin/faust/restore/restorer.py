@@ -52,7 +52,7 @@ from streamjoin.faust.kafka.incremental import drop_queued, incremental, seek_to
 from streamjoin.faust.kafka.session import request_rebalance
 from streamjoin.faust.restore.book import ChangelogBook, TaskGate
 from streamjoin.faust.restore.fetch import ChangelogFetcher, RestoreSettings, restore_consumer
-from streamjoin.faust.restore.kept import kept_tasks, named, task_key
+from streamjoin.faust.restore.kept import RestorePlan, named, plan_rebalance, task_key
 from streamjoin.faust.restore.warmup_watch import WarmupWatch, reported_lag
 from streamjoin.restore.pace import RestPacer
 
@@ -121,8 +121,7 @@ class Restorer(Service):
         self._kept: set[tuple[int, int]] = set()
         self._generation: int | None = None
         self.warmups = WarmupWatch(lambda: request_rebalance(self.app))
-        #: active changelog partitions to restore again though their task is kept
-        #: (set by the table manager: its rebalance owner's answer)
+        #: active changelog partitions to restore again though kept (the rebalance owner's)
         self.restore_again: Callable[[], set[TP]] = set
         # the app's restore settings (streamjoin worker --standby-share), else the class's
         configured = getattr(app.conf, "streamjoin_restore", None)
@@ -222,7 +221,9 @@ class Restorer(Service):
         newly_assigned: set[TP],
         generation_id: int = 0,
     ) -> None:
-        """Start the restore session for generation *generation_id*."""
+        """Start the restore session for generation *generation_id*: decide what
+        is restored (:func:`~streamjoin.faust.restore.kept.plan_rebalance`),
+        note it, and run it."""
         app = self.app
         install_fetch_guard(app.consumer)  # before the flow resumes (see fetch_guard)
         if generation_id != app.consumer_generation_id:
@@ -238,44 +239,47 @@ class Restorer(Service):
         streams = {tp for tp in assigned if tp.topic not in changelogs}
         for tp in revoked:
             self._book.applied.pop(tp, None)
-        partial = incremental(app)  # a cooperative rebalance: kept tasks go on
-        task = task_key(app.assignor)
-        added = {task(tp) for tp in streams if tp in newly_assigned}
-        kept: set[tuple[int, int]] = set()
-        if partial:
-            ready, running = set(self._restored_at), streams - newly_assigned
-            kept = kept_tasks(actives, running, self._active_tps, ready, self._kept, task) - added
-        # a join's task kept here whose batch was abandoned or whose changelog is
-        # taken over anew: its state again, its inputs from the committed offset
-        # (never past the state's position)
-        again = {tp for tp in self.restore_again() if tp in actives and task(tp) in kept}
-        renewed = {task(tp) for tp in again}
-        redo = {tp for tp in streams if task(tp) in renewed}
-        restore = {tp for tp in actives if task(tp) not in kept} | again
-        # a task's readiness (for joins) is noted by partition number
-        restoring = {tp.partition for tp in restore}
-        self._active_tps = actives
-        self._standby_tps = standbys
-        self._global_tps = {tp for tp in actives if self._is_global(tp)}
-        self._kept = kept - renewed
-        numbers = {p for _, p in kept} - restoring
-        self._restored_at = {p: t for p, t in self._restored_at.items() if p in numbers}
-        self._generation = generation_id
+        plan = plan_rebalance(
+            cooperative=incremental(app),
+            actives=actives,
+            streams=streams,
+            added=newly_assigned,
+            previous_actives=self._active_tps,
+            ready=set(self._restored_at),
+            kept_before=self._kept,
+            again=self.restore_again(),
+            task=task_key(app.assignor),
+        )
+        self._note(plan, actives, standbys, generation_id)
         previous = self._session
         if previous is not None and not previous.done():
             previous.cancel()
-        if kept:
-            logger.info("cooperative rebalance: task(s) %s keep running", named(kept))
-        if redo:
-            logger.info("cooperative rebalance: task(s) %s restored again", named(renewed))
-            app.consumer.pause_partitions(redo)
-            drop_queued(app, redo)
-            forget_offsets(app.consumer, redo)
-        seek = {tp for tp in streams if tp in newly_assigned} | redo if partial else None
-        waiting = {tp for tp in streams if task(tp) not in kept} | redo
+        if plan.reread:
+            app.consumer.pause_partitions(set(plan.reread))
+            drop_queued(app, set(plan.reread))
+            forget_offsets(app.consumer, set(plan.reread))
+        seek = None if plan.seek is None else set(plan.seek)
         self._session = asyncio.ensure_future(
-            self._run_session(previous, generation_id, restore, standbys, waiting, seek)
+            self._run_session(
+                previous, generation_id, set(plan.restore), standbys, set(plan.waiting), seek
+            )
         )
+
+    def _note(self, plan: RestorePlan, actives: set[TP], standbys: set[TP], gen: int) -> None:
+        """Remember the assignment and what stays ready; log what the plan keeps."""
+        self._active_tps = actives
+        self._standby_tps = standbys
+        self._global_tps = {tp for tp in actives if self._is_global(tp)}
+        self._kept = set(plan.kept)
+        ready = plan.still_ready
+        self._restored_at = {p: t for p, t in self._restored_at.items() if p in ready}
+        self._generation = gen
+        if plan.kept or plan.renewed:
+            logger.info(
+                "cooperative rebalance: task(s) %s keep running", named(plan.kept | plan.renewed)
+            )
+        if plan.renewed:
+            logger.info("cooperative rebalance: task(s) %s restored again", named(plan.renewed))
 
     async def on_stop(self) -> None:
         """Cancel the running session and wait for its consumer to close."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from faust.types import TP
 
-from streamjoin.faust.restore.kept import kept_tasks, named, task_key
+from streamjoin.faust.restore.kept import RestorePlan, kept_tasks, named, plan_rebalance, task_key
 
 GROUPS = {"imp": 0, "clk": 0, "billing-changelog": 0, "rep": 1, "stats-changelog": 1}
 
@@ -56,3 +56,51 @@ def test_with_another_assignor_a_partition_number_is_one_task() -> None:
     assert task(TP("imp", 4)) == task(TP("rep", 4)) == (0, 4)
     assert named({(0, 4), (0, 1)}) == "[1, 4]"
     assert named({(0, 4), (1, 1)}) == "group 0: [4]; group 1: [1]"
+
+
+CHANGELOG = [TP("billing-changelog", p) for p in range(3)]
+INPUTS = [TP(t, p) for t in ("imp", "clk") for p in range(3)]
+
+
+def _plan(
+    cooperative: bool, again: set[TP] | None = None, added: set[TP] | None = None
+) -> RestorePlan:
+    """Tasks 0-2 of the join ran here, restored; now 0-2 are assigned again (task
+    2's inputs new unless *added* says otherwise)."""
+    return plan_rebalance(
+        cooperative=cooperative,
+        actives=set(CHANGELOG),
+        streams=set(INPUTS),
+        added={TP("imp", 2), TP("clk", 2)} if added is None else added,
+        previous_actives=set(CHANGELOG[:2]),
+        ready={0, 1},
+        kept_before=set(),
+        again=again or set(),
+        task=task,
+    )
+
+
+def test_a_cooperative_plan_restores_only_what_it_does_not_keep() -> None:
+    plan = _plan(cooperative=True)
+    assert plan.kept == {(0, 0), (0, 1)} and plan.renewed == frozenset()
+    assert plan.restore == {CHANGELOG[2]}
+    assert plan.waiting == {TP("imp", 2), TP("clk", 2)}
+    assert plan.seek == {TP("imp", 2), TP("clk", 2)}
+    assert plan.still_ready == {0, 1} and plan.reread == frozenset()
+
+
+def test_a_kept_task_asked_again_is_restored_and_read_again_from_its_offset() -> None:
+    plan = _plan(cooperative=True, again={CHANGELOG[1]})
+    assert plan.kept == {(0, 0)} and plan.renewed == {(0, 1)}
+    assert plan.restore == {CHANGELOG[1], CHANGELOG[2]}
+    assert plan.reread == {TP("imp", 1), TP("clk", 1)}
+    assert plan.waiting == {TP(t, p) for t in ("imp", "clk") for p in (1, 2)}
+    assert plan.seek == {TP(t, p) for t in ("imp", "clk") for p in (1, 2)}
+    assert plan.still_ready == {0}
+
+
+def test_an_eager_plan_keeps_nothing_and_seeks_everything() -> None:
+    plan = _plan(cooperative=False, again={CHANGELOG[1]})
+    assert plan.kept == frozenset() and plan.renewed == frozenset()
+    assert plan.restore == set(CHANGELOG) and plan.waiting == set(INPUTS)
+    assert plan.seek is None and plan.still_ready == frozenset()
