@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from streamjoin.dev.broker import free_port
 from streamjoin.membership.settings import MemberSettings
-from streamjoin.restore.pace import checked_share
+from streamjoin.restore.throttle import checked_share
 from streamjoin.worker.errors import AppImportError, BrokerUnreachable, WorkerSettingsError
 from streamjoin.worker.load import load_object
 from streamjoin.worker.options import DEFAULT_WEB_BIND, KafkaSecurity, broker_urls

@@ -2,7 +2,7 @@
 
 The task chart shows which worker ran which task, restoring and warm-up
 stretches, and where a task stopped (processed nothing for more than
-:data:`~streamjoin.faust.join.pace.STOP_SECONDS`); the page's table
+:data:`~streamjoin.join.activity.STOP_SECONDS`); the page's table
 "Rebalances: kept and moved tasks" gives, per rebalance, how long the tasks
 that kept their worker stopped and how long the moved ones went unprocessed
 and how long tasks stopped away from any rebalance
@@ -38,7 +38,7 @@ from streamjoin.ads.demo.timeline import (
     restoring_intervals,
     warmup_intervals,
 )
-from streamjoin.faust.join.pace import STOP_SECONDS
+from streamjoin.join.activity import STOP_SECONDS
 
 __all__ = ["PALETTE", "campaign_totals", "write_report"]
 

@@ -21,7 +21,7 @@ rebalance also says whether its kept tasks *ran through* it: each
 processed records while its worker was rebalancing (from the worker's first
 JoinGroup to the assignment it got, as its assignment page lists them). An
 eager rebalance revokes every task first, so there a task processes nothing
-in that span. Spans of :data:`~streamjoin.faust.join.pace.STOP_SECONDS` or
+in that span. Spans of :data:`~streamjoin.join.activity.STOP_SECONDS` or
 less tell nothing (a gap that short is not a stop) and are not counted.
 """
 
@@ -33,7 +33,7 @@ from itertools import pairwise
 from typing import Any
 
 from streamjoin.ads.demo.timeline import Interval, Sample, demo_time, owners_by_round
-from streamjoin.faust.join.pace import STOP_SECONDS
+from streamjoin.join.activity import STOP_SECONDS
 
 __all__ = [
     "AROUND",

@@ -6,10 +6,10 @@
   and runs batches;
 * :mod:`~streamjoin.faust.join.intake`: input records taken in bulk from the
   consumer's fetches;
-* :mod:`~streamjoin.faust.join.registry`: the task set across rebalances;
+* :mod:`~streamjoin.faust.join.registry`: the task registry: each task's state across rebalances;
 * :mod:`~streamjoin.faust.join.tasks`: one task's runtime;
-  :mod:`~streamjoin.faust.join.batch_state`: its RocksDB-backed state;
-  :mod:`~streamjoin.faust.join.pace`: its records processed and stops;
+  :mod:`~streamjoin.faust.join.batch_state`: its RocksDB-backed state (its records
+  processed and stops: the pure :mod:`streamjoin.join.activity`);
 * :mod:`~streamjoin.faust.join.router`: a task's records applied to its logic;
 * :mod:`~streamjoin.faust.join.batch`: the durability steps of a batch;
   :mod:`~streamjoin.faust.join.fault_points`: crash points for tests;

@@ -79,7 +79,7 @@ class RecordRouter:
         ``unacked_range``; its input positions are written last: a changelog
         that has them has everything the batch changed before them. A batch
         that applied records is a step of the task's
-        :class:`~streamjoin.faust.join.pace.TaskPace` at *now* (wall-clock
+        :class:`~streamjoin.join.activity.TaskActivity` at *now* (wall-clock
         seconds; ``None``: ``time.time()``).
         """
         outputs: list[Output] = []
@@ -95,7 +95,7 @@ class RecordRouter:
             task.idle.discard(side)  # a record makes its input active again
         applied = self.stats.processed - processed
         if applied:
-            stopped = task.pace.step(time.time() if now is None else now, applied)
+            stopped = task.activity.step(time.time() if now is None else now, applied)
             if stopped:
                 self.stats.task_stops.observe(stopped)
         logic = task.logic

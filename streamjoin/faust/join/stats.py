@@ -51,7 +51,7 @@ class JoinStats:
     #: changelog records the durable batches wrote
     changelog_records: int = 0
     #: per durable batch: seconds from its release to durable, input records applied;
-    #: and each stop of a task (see TaskPace), observed once each for /metrics
+    #: and each stop of a task (see TaskActivity), observed once each for /metrics
     batch_seconds: Buckets = field(default_factory=lambda: Buckets(SECOND_BOUNDS))
     batch_records: Buckets = field(default_factory=lambda: Buckets(RECORD_BOUNDS))
     task_stops: Buckets = field(default_factory=lambda: Buckets(SECOND_BOUNDS))
@@ -114,10 +114,10 @@ def describe_join(
     fetched records the intake did not accept and sought back to.
 
     Per task: its decision time, watermarks, idle inputs, positions, buffered
-    records, and its :class:`~streamjoin.faust.join.pace.TaskPace`: records
+    records, and its :class:`~streamjoin.join.activity.TaskActivity`: records
     ``processed``, ``processing`` (wall-clock seconds of its first and latest
     step here) and its recent ``stops``: the waits longer than
-    :data:`~streamjoin.faust.join.pace.STOP_SECONDS` between two records the
+    :data:`~streamjoin.join.activity.STOP_SECONDS` between two records the
     task processed, whatever kept it waiting (a rebalance, a slow batch, an
     input with nothing to deliver)."""
     window = config.window
@@ -137,7 +137,7 @@ def describe_join(
                 "idle": sorted(t.idle),
                 "position": dict(t.position),
                 "buffered": t.waiting,
-                **t.pace.as_dict(),
+                **t.activity.as_dict(),
             }
             for p, t in sorted(tasks.items())
         },

@@ -23,10 +23,10 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from streamjoin.faust.join.batch_state import BatchState
-from streamjoin.faust.join.pace import TaskPace
 from streamjoin.faust.join.types import SIDES, Chunk, InputRecord
 from streamjoin.faust.kafka.session import last_fetch_ms
 from streamjoin.join import keys
+from streamjoin.join.activity import TaskActivity
 from streamjoin.join.policy import JoinPolicy, TaskLogic
 from streamjoin.restore.ownership import OWNER_HEADER
 
@@ -79,7 +79,7 @@ class JoinTask:
         self.token: bytes | None = None
         self.owner_headers: list[tuple[str, bytes]] | None = None
         #: records processed and stops since the task opened here (parked included)
-        self.pace = TaskPace()
+        self.activity = TaskActivity()
 
     def own(self, token: bytes | None) -> None:
         """Write the task's changelog records with owner *token* (``None``: unfenced)."""

@@ -138,7 +138,9 @@ class StreamjoinCollector:
         live = dict(join.tasks.live)
         for partition in sorted(live):
             task = live[partition]
-            out.add("streamjoin_join_task_records_total", (name, partition), task.pace.processed)
+            out.add(
+                "streamjoin_join_task_records_total", (name, partition), task.activity.processed
+            )
             out.add("streamjoin_join_buffered_records", (name, partition), task.waiting)
             logic = task.logic
             if logic is None:

@@ -33,7 +33,6 @@ from faust.types import TP
 
 from streamjoin.faust.kafka.range_read import no_group_consumer
 from streamjoin.faust.restore.book import ChangelogBook, TaskGate
-from streamjoin.restore.pace import RestPacer
 from streamjoin.restore.plan import (
     PartitionProgress,
     is_beyond_end,
@@ -42,6 +41,7 @@ from streamjoin.restore.plan import (
     start_offset,
 )
 from streamjoin.restore.progress import ProgressReporter
+from streamjoin.restore.throttle import RestoreThrottle
 
 if TYPE_CHECKING:
     from faust.types.settings import Settings
@@ -225,10 +225,10 @@ class ChangelogFetcher:
         self,
         standbys: set[TP],
         on_round: Callable[[], None] | None,
-        pacer: RestPacer,
+        throttle: RestoreThrottle,
     ) -> bool:
         """Apply the standby (and global table) changelog partitions until the session
-        is stale; ``on_round`` is called after every fetch round; ``pacer`` (the
+        is stale; ``on_round`` is called after every fetch round; ``throttle`` (the
         restorer's: its share and totals) says how long to rest after each."""
         rc = self._rc
         ktps = {TopicPartition(tp.topic, tp.partition): tp for tp in standbys}
@@ -247,11 +247,11 @@ class ChangelogFetcher:
                 await self._position(ktp, no_progress)
             if on_round is not None:
                 on_round()
-            rest = pacer.rest_after(time.thread_time() - cpu, applied)
+            rest = throttle.rest_after(time.thread_time() - cpu, applied)
             if rest > 0:
                 resting = time.monotonic()
                 await asyncio.sleep(rest)
-                pacer.note_rest(time.monotonic() - resting)
+                throttle.note_rest(time.monotonic() - resting)
         return True
 
     async def _seek_start(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:

@@ -54,7 +54,7 @@ from streamjoin.faust.restore.book import ChangelogBook, TaskGate
 from streamjoin.faust.restore.fetch import ChangelogFetcher, RestoreSettings, restore_consumer
 from streamjoin.faust.restore.kept import RestorePlan, named, plan_rebalance, task_key
 from streamjoin.faust.restore.warmup_watch import WarmupWatch, reported_lag
-from streamjoin.restore.pace import RestPacer
+from streamjoin.restore.throttle import RestoreThrottle
 
 if TYPE_CHECKING:
     from aiokafka import AIOKafkaConsumer
@@ -127,7 +127,7 @@ class Restorer(Service):
         configured = getattr(app.conf, "streamjoin_restore", None)
         if isinstance(configured, type) and issubclass(configured, RestoreSettings):
             self.settings = configured
-        self._pacer = RestPacer(self.settings.standby_share)
+        self._throttle = RestoreThrottle(self.settings.standby_share)
         super().__init__(**kwargs)
 
     # -- what the TableManager and the assignor read -------------------------
@@ -193,7 +193,7 @@ class Restorer(Service):
         """How the standby follower kept to its share of the time, since this process
         started: ``share``, records ``applied``, CPU seconds ``busy`` in the rounds that
         applied them and seconds ``resting``."""
-        return self._pacer.totals()
+        return self._throttle.totals()
 
     def restored_at(self) -> dict[int, float]:
         """Wall-clock time (``time.time()``) each task of this generation became ready."""
@@ -344,7 +344,7 @@ class Restorer(Service):
                 self.app.conf, self.settings, self.settings.standby_fetch_max_wait_ms, tailing=True
             ) as rc:
                 await self._fetcher(rc, generation_id).tail_standbys(
-                    followed, self._check_warmups, self._pacer
+                    followed, self._check_warmups, self._throttle
                 )
 
     async def _resume_app(

@@ -1,4 +1,4 @@
-"""How steadily one join task processes on this worker: :class:`TaskPace`.
+"""How steadily one join task processes on this worker: :class:`TaskActivity`.
 
 A *step* is a batch that applied records of the task; a *stop* is a wait
 longer than :data:`STOP_SECONDS` between two steps in a row, kept as the
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-__all__ = ["STOPS_KEPT", "STOP_SECONDS", "TaskPace"]
+__all__ = ["STOPS_KEPT", "STOP_SECONDS", "TaskActivity"]
 
 #: a wait between two processing steps of a task longer than this is a stop (seconds)
 STOP_SECONDS = 0.25
@@ -23,7 +23,7 @@ STOP_SECONDS = 0.25
 STOPS_KEPT = 32
 
 
-class TaskPace:
+class TaskActivity:
     """A task's records processed and its recent stops, since it opened on this worker.
 
     Attributes:

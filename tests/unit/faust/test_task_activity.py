@@ -1,4 +1,4 @@
-"""A join task's pace: records processed and the stops between its steps, as the
+"""A join task's activity: records processed and the stops between its steps, as the
 worker's joins page shows them (router and description, on a real RocksDB database)."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import pytest
 import rocksdict
 
 from streamjoin.ads.policy import AdAttribution
-from streamjoin.faust.join.pace import STOP_SECONDS, STOPS_KEPT, TaskPace
 from streamjoin.faust.join.router import RecordRouter
 from streamjoin.faust.join.stats import JoinStats, describe_join
 from streamjoin.faust.join.tasks import JoinTask
 from streamjoin.faust.join.types import LEFT, Chunk, Fetched, JoinConfig
+from streamjoin.join.activity import STOP_SECONDS, STOPS_KEPT, TaskActivity
 from streamjoin.join.window import JoinWindow
 
 WINDOW = JoinWindow(before=0, after=2_000, grace=500)
@@ -86,9 +86,12 @@ def test_the_joins_page_shows_each_tasks_records_processed_and_its_stops(
 
 
 def test_a_task_keeps_its_most_recent_stops_only() -> None:
-    pace = TaskPace()
+    activity = TaskActivity()
     for n in range(STOPS_KEPT + 5):
-        pace.step(float(n), 1)
-    assert pace.processed == STOPS_KEPT + 5
-    assert len(pace.stops) == STOPS_KEPT
-    assert pace.stops[0] == (4.0, 5.0) and pace.stops[-1] == (STOPS_KEPT + 3.0, STOPS_KEPT + 4.0)
+        activity.step(float(n), 1)
+    assert activity.processed == STOPS_KEPT + 5
+    assert len(activity.stops) == STOPS_KEPT
+    assert activity.stops[0] == (4.0, 5.0) and activity.stops[-1] == (
+        STOPS_KEPT + 3.0,
+        STOPS_KEPT + 4.0,
+    )

@@ -3,7 +3,7 @@
 Standby and warm-up replicas are restored while the worker's active tasks run, from the
 same brokers and, on a small machine, on the same cores. Read at full speed, a large
 catch-up (a new worker filling its warm-ups) slows every worker's produce and commit
-requests, and tasks that did not move stall. :class:`RestPacer` limits background
+requests, and tasks that did not move stall. :class:`RestoreThrottle` limits background
 restoring to a share of the time: after a round of fetching and applying that kept
 the worker busy for ``busy`` seconds (the caller measures CPU time), it rests
 ``busy * (1 - share) / share`` seconds.
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from streamjoin.errors import ConfigurationError
 
-__all__ = ["RestPacer", "checked_share"]
+__all__ = ["RestoreThrottle", "checked_share"]
 
 
 def checked_share(share: object) -> float:
@@ -37,7 +37,7 @@ def checked_share(share: object) -> float:
     return float(share)
 
 
-class RestPacer:
+class RestoreThrottle:
     """Rest times that keep busy time at most ``share`` of wall-clock time.
 
     ``share`` = 1 never rests (restore at full speed). A round that applied nothing
