@@ -13,7 +13,7 @@ import operator
 from collections.abc import Mapping, Sequence
 from itertools import repeat
 
-from streamjoin.assignment.fencing import History
+from streamjoin.assignment.fencing import NO_OWNER, History
 from streamjoin.assignment.model import TaskGroup
 from streamjoin.assignment.racks import RackCosts, deal_by_racks
 
@@ -37,63 +37,96 @@ def place_actives(
     """
     owners: list[list[int]] = []
     for group, quota, counts in zip(groups, quotas, previous_counts, strict=True):
-        owner = [-1] * group.partitions
         room = dict(quota)
-        earlier = history.owner[group.index]
-        if all(map(operator.le, counts.values(), map(room.get, counts, repeat(0)))):
-            # mostly: every previous owner keeps all its tasks
-            owner = list(earlier)
-            for m, count in counts.items():
-                room[m] -= count
-            held: dict[int, list[int]] = {}
-        else:
-            held = {}
-            for p, previous in enumerate(earlier):
-                if previous >= 0:
-                    held.setdefault(previous, []).append(p)
-        for m in sorted(held):
-            tasks = held[m]
-            keep = room.get(m, 0)
-            if len(tasks) > keep:
-                # give up first the tasks a former owner can take back warm,
-                # then those someone else can take over warm
-                tasks = sorted(
-                    tasks,
-                    key=lambda p, m=m: (  # type: ignore[misc]
-                        _release_rank(history, group.index, p, m, acceptable_lag),
-                        p,
-                    ),
-                )
-                tasks = tasks[:keep]
-            for p in tasks:
-                owner[p] = m
-            if m in room:
-                room[m] -= len(tasks)
-        cold: list[int] = []
-        for p in range(group.partitions) if -1 in owner else ():
-            if owner[p] >= 0:
-                continue
-            target = _warm_target(history, group.index, p, room, acceptable_lag)
-            if target is None:
-                cold.append(p)
-                continue
-            owner[p] = target
-            room[target] -= 1
+        owner = _keep_previous(group, room, counts, history, acceptable_lag)
+        cold = _place_warm(group, owner, room, history, acceptable_lag)
         costs = racks[group.index] if racks is not None else None
         if cold and costs is not None and costs.choice:
             deal_by_racks(cold, owner, room, costs)
         elif cold:
-            open_members = [m for m in sorted(room) if room[m] > 0]
-            slot = 0
-            for p in cold:
-                while room[open_members[slot]] <= 0:
-                    slot = (slot + 1) % len(open_members)
-                target = open_members[slot]
-                owner[p] = target
-                room[target] -= 1
-                slot = (slot + 1) % len(open_members)
+            _fill_in_member_order(cold, owner, room)
         owners.append(owner)
     return owners
+
+
+def _keep_previous(
+    group: TaskGroup,
+    room: dict[int, int],
+    counts: Mapping[int, int],
+    history: History,
+    acceptable_lag: int,
+) -> list[int]:
+    """The group's owner row with every previous owner keeping its tasks up to its quota.
+
+    ``room`` (member -> quota) is left with what each member still takes. A
+    member over its quota gives up first the tasks a former owner can take back
+    warm, then those someone else can take over warm (:func:`_release_rank`).
+    """
+    earlier = history.owner[group.index]
+    if all(map(operator.le, counts.values(), map(room.get, counts, repeat(0)))):
+        # mostly: every previous owner keeps all its tasks
+        for m, count in counts.items():
+            room[m] -= count
+        return list(earlier)
+    owner = [NO_OWNER] * group.partitions
+    held: dict[int, list[int]] = {}
+    for p, previous in enumerate(earlier):
+        if previous >= 0:
+            held.setdefault(previous, []).append(p)
+    for m in sorted(held):
+        tasks = held[m]
+        keep = room.get(m, 0)
+        if len(tasks) > keep:
+            tasks = sorted(
+                tasks,
+                key=lambda p, m=m: (  # type: ignore[misc]
+                    _release_rank(history, group.index, p, m, acceptable_lag),
+                    p,
+                ),
+            )
+            tasks = tasks[:keep]
+        for p in tasks:
+            owner[p] = m
+        if m in room:
+            room[m] -= len(tasks)
+    return owner
+
+
+def _place_warm(
+    group: TaskGroup,
+    owner: list[int],
+    room: dict[int, int],
+    history: History,
+    acceptable_lag: int,
+) -> list[int]:
+    """Give every task without an owner to a warm member with room (:func:`_warm_target`).
+
+    Returns the tasks nobody warm could take (cold), in partition order.
+    """
+    cold: list[int] = []
+    for p in range(group.partitions) if NO_OWNER in owner else ():
+        if owner[p] >= 0:
+            continue
+        target = _warm_target(history, group.index, p, room, acceptable_lag)
+        if target is None:
+            cold.append(p)
+            continue
+        owner[p] = target
+        room[target] -= 1
+    return cold
+
+
+def _fill_in_member_order(cold: Sequence[int], owner: list[int], room: dict[int, int]) -> None:
+    """Deal the ``cold`` tasks round the members with room left, in member order."""
+    open_members = [m for m in sorted(room) if room[m] > 0]
+    slot = 0
+    for p in cold:
+        while room[open_members[slot]] <= 0:
+            slot = (slot + 1) % len(open_members)
+        target = open_members[slot]
+        owner[p] = target
+        room[target] -= 1
+        slot = (slot + 1) % len(open_members)
 
 
 def _release_rank(history: History, g: int, p: int, m: int, acceptable_lag: int) -> int:

@@ -129,6 +129,8 @@ class Placement:
     cross_rack: tuple[CrossRack, ...] = ()
 
 
+# long because: it runs the module docstring's steps in their order, each one call, with
+# the glue that feeds one step's result to the next; split, the order would be scattered
 def place(state: GroupState) -> Placement:
     """Compute the assignment of ``state`` by member index (see :func:`assign`)."""
     members = tuple(sorted(state.members, key=lambda m: m.id))

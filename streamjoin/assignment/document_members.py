@@ -229,6 +229,8 @@ def _member(
     )
 
 
+# long because: the fast path in one piece: one loop whose checks mirror _member's field
+# for field, then the whole-document checks that hold only with what the loop collected
 def _members_in_bulk(
     raw_members: list[Any],
     topics: Mapping[str, int],

@@ -50,6 +50,42 @@ def build_groups(state: GroupState, members: Sequence[MemberState]) -> tuple[Tas
     """
     # members subscribed to the same topics are alike: work per class, so the
     # cost grows with topics x classes, not topics x members
+    classes = _subscription_classes(members)
+    class_topics = sorted(classes)
+    subscribers: dict[str, list[int]] = {}  # topic -> class ids
+    for cid, subscribed in enumerate(class_topics):
+        for topic in subscribed:
+            if topic not in state.global_changelogs:
+                subscribers.setdefault(topic, []).append(cid)
+    groups: list[TaskGroup] = []
+    # groups read by the same classes share one eligible tuple (cheap to compare, cache)
+    shared: dict[tuple[int, ...], tuple[int, ...]] = {}
+    for index, group_topics in enumerate(_read_together(state, subscribers)):
+        readers = _common_readers(group_topics, subscribers)
+        eligible = shared.get(readers)
+        if eligible is None:
+            eligible = shared[readers] = tuple(
+                sorted(m for cid in readers for m in classes[class_topics[cid]])
+            )
+        if not eligible:
+            counts = {
+                t: sum(len(classes[class_topics[c]]) for c in subscribers[t]) for t in group_topics
+            }
+            raise _nobody_reads_all(counts)
+        groups.append(
+            TaskGroup(
+                index=index,
+                topics=tuple(group_topics),
+                partitions=state.topics[group_topics[0]],
+                changelogs=tuple(t for t in group_topics if t in state.changelogs),
+                eligible=eligible,
+            )
+        )
+    return tuple(groups)
+
+
+def _subscription_classes(members: Sequence[MemberState]) -> dict[tuple[str, ...], list[int]]:
+    """Subscription (sorted topics) -> the indices of the members subscribed to it."""
     classes: dict[tuple[str, ...], list[int]] = {}
     last: tuple[str, ...] | None = None
     alike: list[int] = []
@@ -58,12 +94,16 @@ def build_groups(state: GroupState, members: Sequence[MemberState]) -> tuple[Tas
             last = member.topics
             alike = classes.setdefault(last, [])
         alike.append(index)
-    class_topics = sorted(classes)
-    subscribers: dict[str, list[int]] = {}  # topic -> class ids
-    for cid, subscribed in enumerate(class_topics):
-        for topic in subscribed:
-            if topic not in state.global_changelogs:
-                subscribers.setdefault(topic, []).append(cid)
+    return classes
+
+
+def _read_together(state: GroupState, subscribers: Mapping[str, list[int]]) -> list[list[str]]:
+    """The subscribed topics in task groups, each sorted, the groups in sorted order.
+
+    Topics with the same partition count and the same subscribers go together,
+    and so do the topics of every declared co-partition group (whose counts must
+    agree: the first that does not is raised).
+    """
     topics = sorted(subscribers)
     forest = _UnionFind(topics)
 
@@ -84,41 +124,29 @@ def build_groups(state: GroupState, members: Sequence[MemberState]) -> tuple[Tas
     components: dict[str, list[str]] = {}
     for topic in topics:
         components.setdefault(forest.find(topic), []).append(topic)
+    return sorted(components.values())
 
-    groups: list[TaskGroup] = []
-    # groups read by the same classes share one eligible tuple (cheap to compare, cache)
-    shared: dict[tuple[int, ...], tuple[int, ...]] = {}
-    for index, group_topics in enumerate(sorted(components.values())):
-        eligible_classes = set(subscribers[group_topics[0]])
-        for topic in group_topics[1:]:
-            eligible_classes.intersection_update(subscribers[topic])
-        readers = tuple(sorted(eligible_classes))
-        eligible = shared.get(readers)
-        if eligible is None:
-            eligible = shared[readers] = tuple(
-                sorted(m for cid in readers for m in classes[class_topics[cid]])
-            )
-        if not eligible:
-            listing = ", ".join(
-                f"{topic!r} (subscribed by "
-                f"{sum(len(classes[class_topics[c]]) for c in subscribers[topic])} members)"
-                for topic in group_topics
-            )
-            raise InvalidGroupStateError(
-                f"no member subscribes to all of the co-partitioned topics {listing}; "
-                "a task can only go to a member that reads every one of its topics. "
-                "Subscribe at least one member to all of them."
-            )
-        groups.append(
-            TaskGroup(
-                index=index,
-                topics=tuple(group_topics),
-                partitions=state.topics[group_topics[0]],
-                changelogs=tuple(t for t in group_topics if t in state.changelogs),
-                eligible=eligible,
-            )
-        )
-    return tuple(groups)
+
+def _common_readers(
+    group_topics: Sequence[str], subscribers: Mapping[str, list[int]]
+) -> tuple[int, ...]:
+    """The classes subscribed to every topic of a group, sorted."""
+    eligible_classes = set(subscribers[group_topics[0]])
+    for topic in group_topics[1:]:
+        eligible_classes.intersection_update(subscribers[topic])
+    return tuple(sorted(eligible_classes))
+
+
+def _nobody_reads_all(subscribed: Mapping[str, int]) -> InvalidGroupStateError:
+    """The error for a group no member can take: ``subscribed``: topic -> its subscribers."""
+    listing = ", ".join(
+        f"{topic!r} (subscribed by {count} members)" for topic, count in subscribed.items()
+    )
+    return InvalidGroupStateError(
+        f"no member subscribes to all of the co-partitioned topics {listing}; "
+        "a task can only go to a member that reads every one of its topics. "
+        "Subscribe at least one member to all of them."
+    )
 
 
 def copartition_problems(

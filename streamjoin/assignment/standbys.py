@@ -39,22 +39,13 @@ def place_standbys(
 ) -> tuple[list[list[tuple[int, ...]]], bool]:
     """Return the standby members of every task (per group) and a relaxed flag."""
     hosts, racks = [m.host for m in members], [m.rack for m in members]
-    holders = history.standby_holders if history.standby_holders else None
-    formers = history.former if history.former else None
-    prepared: list[_Tasks | None] = []
-    demands: list[Demand] = []
-    layouts: dict[tuple[int, ...], Layout] = {}  # groups with the same members share one
-    for group, owner, warmup in zip(groups, owners, warmups, strict=True):
-        if not group.stateful or replicas <= 0 or len(group.eligible) < 2:
-            prepared.append(None)
-            demands.append(Demand(0, group.eligible, {}))
-            continue
-        layout = layouts.get(group.eligible)
-        if layout is None:
-            layout = layouts[group.eligible] = Layout(group.eligible, hosts, racks, replicas)
-        tasks = _Tasks(group.index, owner, warmup, layout, history, holders, formers)
-        prepared.append(tasks)
-        demands.append(Demand(sum(tasks.counts), group.eligible, tasks.previous))
+    prepared, layouts = _prepare(groups, owners, warmups, history, hosts, racks, replicas)
+    demands = [
+        Demand(0, group.eligible, {})
+        if found is None
+        else Demand(sum(found.counts), group.eligible, found.previous)
+        for group, found in zip(groups, prepared, strict=True)
+    ]
     result = balanced_quotas(demands, capacities)
     relaxed = result.relaxed
     load = [0] * len(members)  # standbys per member in the groups placed so far
@@ -66,46 +57,10 @@ def place_standbys(
         if found is None or not any(found.counts):
             placed.append([() for _ in range(group.partitions)])
             continue
-        counts, span = found.counts, found.span
         rooms = Rooms(quota, layouts[group.eligible], load, group.index)
-        room, take = rooms.room, rooms.take
         chosen: list[list[int]] = [[] for _ in range(group.partitions)]
-        # 1. sticky: keep standbys members hold (or have state for): a fresh
-        #    rack first, then the most caught up
-        for p, candidates in found.sticky:
-            if len(candidates) > 1:
-                rooms.keep(candidates, owner[p], chosen[p], counts[p], span[p])
-                continue
-            m, o, count = candidates[0], owner[p], counts[p]  # the common case, as in keep
-            if count > 0 and room.get(m, 0) > 0 and (racks[m] != racks[o] or count > span[p] - 1):
-                chosen[p].append(m)
-                take(m)
-        # 2. fill: racks the task still needs first (over quota if need be),
-        #    then the most remaining room (a task full now stays full)
-        todo = [p for p, c in enumerate(chosen) if len(c) < counts[p]]
-        todo.sort(key=lambda p: (-room.get(owner[p], 0), owner[p]))
-        for p in todo:
-            o, w, mine = owner[p], warmup[p], chosen[p]
-            while len(mine) < counts[p]:
-                pick = None if mine else rooms.first_fit(o, w)
-                if pick is None:
-                    used_racks = {racks[o], *(racks[c] for c in mine)}
-                    need_rack = len(used_racks) < span[p]
-                    pick = rooms.pick(o, w, mine, not need_rack)
-                    if pick is None and need_rack:
-                        used_hosts = {hosts[o], *(hosts[c] for c in mine)}
-                        pick = rooms.fresh_rack(used_racks, used_hosts, w)
-                        if pick is not None and room.get(pick, 0) <= 0:
-                            relaxed = True
-                    if pick is None:
-                        if rooms.swap(p, owner, warmup, chosen) is not None:
-                            continue
-                        relaxed = True
-                        pick = rooms.least_loaded(o, w, mine)
-                        if pick is None:
-                            break
-                mine.append(pick)
-                take(pick)
+        _keep_sticky(found, owner, racks, rooms, chosen)
+        relaxed = _fill(found, owner, warmup, hosts, racks, rooms, chosen) or relaxed
         if max(map(len, chosen)) > 1:
             for c in chosen:
                 c.sort()
@@ -113,6 +68,95 @@ def place_standbys(
         for m, added in Counter(itertools.chain.from_iterable(chosen)).items():
             load[m] += added
     return placed, relaxed
+
+
+def _prepare(
+    groups: Sequence[TaskGroup],
+    owners: Sequence[Sequence[int]],
+    warmups: Sequence[Sequence[int]],
+    history: History,
+    hosts: Sequence[str],
+    racks: Sequence[str | None],
+    replicas: int,
+) -> tuple[list[_Tasks | None], dict[tuple[int, ...], Layout]]:
+    """Per group, its tasks' standby needs (None: it gets no standbys), and the
+    layouts of the members eligible for each (groups with the same members share one)."""
+    holders = history.standby_holders if history.standby_holders else None
+    formers = history.former if history.former else None
+    prepared: list[_Tasks | None] = []
+    layouts: dict[tuple[int, ...], Layout] = {}
+    for group, owner, warmup in zip(groups, owners, warmups, strict=True):
+        if not group.stateful or replicas <= 0 or len(group.eligible) < 2:
+            prepared.append(None)
+            continue
+        layout = layouts.get(group.eligible)
+        if layout is None:
+            layout = layouts[group.eligible] = Layout(group.eligible, hosts, racks, replicas)
+        prepared.append(_Tasks(group.index, owner, warmup, layout, history, holders, formers))
+    return prepared, layouts
+
+
+def _keep_sticky(
+    found: _Tasks,
+    owner: Sequence[int],
+    racks: Sequence[str | None],
+    rooms: Rooms,
+    chosen: list[list[int]],
+) -> None:
+    """Sticky: keep the standbys members hold (or have state for), within their room:
+    a fresh rack first, then the most caught up."""
+    counts, span, room = found.counts, found.span, rooms.room
+    for p, candidates in found.sticky:
+        if len(candidates) > 1:
+            rooms.keep(candidates, owner[p], chosen[p], counts[p], span[p])
+            continue
+        m, o, count = candidates[0], owner[p], counts[p]  # the common case, as in keep
+        if count > 0 and room.get(m, 0) > 0 and (racks[m] != racks[o] or count > span[p] - 1):
+            chosen[p].append(m)
+            rooms.take(m)
+
+
+def _fill(
+    found: _Tasks,
+    owner: Sequence[int],
+    warmup: Sequence[int],
+    hosts: Sequence[str],
+    racks: Sequence[str | None],
+    rooms: Rooms,
+    chosen: list[list[int]],
+) -> bool:
+    """Fill every task's remaining standbys: racks the task still needs first (over
+    quota if need be), then the most remaining room (a task full now stays full).
+
+    Returns whether a standby had to go over its member's quota (relaxed).
+    """
+    counts, span, room, take = found.counts, found.span, rooms.room, rooms.take
+    relaxed = False
+    todo = [p for p, c in enumerate(chosen) if len(c) < counts[p]]
+    todo.sort(key=lambda p: (-room.get(owner[p], 0), owner[p]))
+    for p in todo:
+        o, w, mine = owner[p], warmup[p], chosen[p]
+        while len(mine) < counts[p]:
+            pick = None if mine else rooms.first_fit(o, w)
+            if pick is None:
+                used_racks = {racks[o], *(racks[c] for c in mine)}
+                need_rack = len(used_racks) < span[p]
+                pick = rooms.pick(o, w, mine, not need_rack)
+                if pick is None and need_rack:
+                    used_hosts = {hosts[o], *(hosts[c] for c in mine)}
+                    pick = rooms.fresh_rack(used_racks, used_hosts, w)
+                    if pick is not None and room.get(pick, 0) <= 0:
+                        relaxed = True
+                if pick is None:
+                    if rooms.swap(p, owner, warmup, chosen) is not None:
+                        continue
+                    relaxed = True
+                    pick = rooms.least_loaded(o, w, mine)
+                    if pick is None:
+                        break
+            mine.append(pick)
+            take(pick)
+    return relaxed
 
 
 class _Tasks:
