@@ -53,6 +53,43 @@ def build_group_state(
     the same stable id (a copied data directory) keep it only for the first
     by Kafka member id; the other joins fresh.
     """
+    members, by_stable = _members(joined, partitions)
+    known = set(partitions)
+    state = GroupState(
+        topics=dict(partitions),
+        members=tuple(members),
+        copartition=tuple(
+            tuple(t for t in group if t in known)
+            for group in copartition
+            if sum(1 for t in group if t in known) > 1
+        ),
+        changelogs=frozenset(t for t in changelogs if t in known),
+        global_changelogs=frozenset(t for t in global_changelogs if t in known),
+        standby_replicas=standby_replicas,
+        acceptable_recovery_lag=acceptable_recovery_lag,
+        max_warmup_replicas=max_warmup_replicas,
+        last_assignment=last_assignment,
+        partition_racks={
+            t: tuple(racks)
+            for t, racks in sorted((partition_racks or {}).items())
+            if len(racks) == partitions.get(t)
+        },
+        rack_traffic_cost=rack_traffic_cost,
+        rack_move_cost=rack_move_cost,
+    )
+    return state, by_stable
+
+
+def _members(
+    joined: Sequence[JoinedMember], partitions: Mapping[str, int]
+) -> tuple[list[MemberState], dict[str, str]]:
+    """Every member subscribed to a known topic, under the identity it joins as, in
+    Kafka member id order; and stable id -> Kafka member id.
+
+    A member joins under its stable id with what it reported (on known topics
+    only), or fresh under its Kafka member id when its userdata could not be
+    decoded or an earlier member already claimed that stable id.
+    """
     members: list[MemberState] = []
     by_stable: dict[str, str] = {}
     for member in sorted(joined, key=lambda j: j.member_id):
@@ -81,30 +118,7 @@ def build_group_state(
                 )
             )
         by_stable[stable] = member.member_id
-    known = set(partitions)
-    state = GroupState(
-        topics=dict(partitions),
-        members=tuple(members),
-        copartition=tuple(
-            tuple(t for t in group if t in known)
-            for group in copartition
-            if sum(1 for t in group if t in known) > 1
-        ),
-        changelogs=frozenset(t for t in changelogs if t in known),
-        global_changelogs=frozenset(t for t in global_changelogs if t in known),
-        standby_replicas=standby_replicas,
-        acceptable_recovery_lag=acceptable_recovery_lag,
-        max_warmup_replicas=max_warmup_replicas,
-        last_assignment=last_assignment,
-        partition_racks={
-            t: tuple(racks)
-            for t, racks in sorted((partition_racks or {}).items())
-            if len(racks) == partitions.get(t)
-        },
-        rack_traffic_cost=rack_traffic_cost,
-        rack_move_cost=rack_move_cost,
-    )
-    return state, by_stable
+    return members, by_stable
 
 
 def replica_racks(

@@ -119,7 +119,21 @@ class KafkaSecurity:
     def check(self) -> None:
         """Raise :class:`WorkerSettingsError` (one line) when the settings contradict."""
         protocol = self.protocol.upper() if self.protocol else None
-        sasl = [
+        sasl, tls = self._sasl_given(), self._tls_given()
+        if protocol is None:
+            if sasl or tls:
+                raise WorkerSettingsError(
+                    f"{_name((sasl + tls)[0])} needs --security-protocol/"
+                    f"{envvar('security-protocol')} SSL, SASL_PLAINTEXT or SASL_SSL"
+                )
+            return
+        self._check_protocol(protocol, sasl, tls)
+        if protocol in _SASL_PROTOCOLS:
+            self._check_sasl(protocol, sasl)
+
+    def _sasl_given(self) -> list[str]:
+        """The SASL settings given, by their flag or variable, in the order of the help."""
+        return [
             name
             for name, value in (
                 ("--sasl-mechanism", self.sasl_mechanism),
@@ -130,7 +144,10 @@ class KafkaSecurity:
             )
             if value
         ]
-        tls = [
+
+    def _tls_given(self) -> list[str]:
+        """The TLS settings given, by their flag or variable, in the order of the help."""
+        return [
             name
             for name, value in (
                 ("--ssl-cafile", self.ssl_cafile),
@@ -140,13 +157,9 @@ class KafkaSecurity:
             )
             if value
         ]
-        if protocol is None:
-            if sasl or tls:
-                raise WorkerSettingsError(
-                    f"{_name((sasl + tls)[0])} needs --security-protocol/"
-                    f"{envvar('security-protocol')} SSL, SASL_PLAINTEXT or SASL_SSL"
-                )
-            return
+
+    def _check_protocol(self, protocol: str, sasl: list[str], tls: list[str]) -> None:
+        """The protocol is known and takes every setting given; a key has its certificate."""
         if protocol not in SECURITY_PROTOCOLS:
             raise WorkerSettingsError(
                 f"--security-protocol {self.protocol!r}: use one of {', '.join(SECURITY_PROTOCOLS)}"
@@ -167,8 +180,9 @@ class KafkaSecurity:
                 f"{_name(first)} needs --ssl-certfile/{envvar('ssl-certfile')} "
                 "(the client certificate the key belongs to)"
             )
-        if protocol not in _SASL_PROTOCOLS:
-            return
+
+    def _check_sasl(self, protocol: str, sasl: list[str]) -> None:
+        """The SASL mechanism is known and has the credentials it authenticates with."""
         mechanism = self.mechanism
         if mechanism not in SASL_MECHANISMS:
             raise WorkerSettingsError(
