@@ -21,7 +21,7 @@ Changelog layout (``--layout``):
                                  [--owner-headers]
 
 ``--owner-headers`` writes every record with an owner token header, as a
-join's fenced changelog is written (see ``streamjoin.restore.ownership``):
+join's fenced changelog is written (see ``streamjoin.restore.owner_tokens``):
 streamjoin's restore then reads every record's headers.
 """
 
@@ -47,7 +47,7 @@ from benchmarks.harness.workers import (
     worker,
 )
 from streamjoin.dev.broker import EmbeddedBroker
-from streamjoin.restore.ownership import OWNER_HEADER
+from streamjoin.restore.owner_tokens import OWNER_HEADER
 
 #: the worker both restores run (``SJ_BENCH_MANAGER`` picks the table manager)
 APP = "benchmarks.restore.app:app"

@@ -20,7 +20,7 @@ from streamjoin.dev.broker import EmbeddedBroker
 from streamjoin.dev.faults import BrokerBehindProxy
 from streamjoin.dev.process import WorkerProcess
 from streamjoin.join.window import JoinWindow
-from streamjoin.restore.ownership import OWNER_KEY, fence
+from streamjoin.restore.owner_tokens import OWNER_KEY, fence
 
 OUTCOME_TOPICS = ("attributed-clicks", "duplicate-clicks", "unattributed-clicks")
 

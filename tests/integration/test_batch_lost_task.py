@@ -36,7 +36,7 @@ from streamjoin.faust.join.router import RecordRouter
 from streamjoin.faust.join.stats import JoinStats
 from streamjoin.faust.join.types import LEFT, RIGHT, Chunk, Fetched, JoinConfig
 from streamjoin.faust.kafka.producer import Sender
-from streamjoin.faust.restore.ownership import TaskOwnership
+from streamjoin.faust.restore.owner_tokens import TaskOwnership
 from streamjoin.join import keys
 from streamjoin.join.window import JoinWindow
 

@@ -18,7 +18,7 @@ from aiokafka import AIOKafkaProducer
 from kafka_util import OFFSET_KEY, create_topic, encode, read_rocksdb, run
 
 from streamjoin.dev.broker import EmbeddedBroker
-from streamjoin.restore.ownership import (
+from streamjoin.restore.owner_tokens import (
     FENCE_HEADER,
     OWNER_HEADER,
     OWNER_KEY,

@@ -135,7 +135,7 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
 
         Called on the consumer's thread just before it sends JoinGroup: the
         worker's session lease starts following the coordinator's answers here
-        (see :mod:`streamjoin.faust.restore.ownership`), and the consumer's
+        (see :mod:`streamjoin.faust.restore.owner_tokens`), and the consumer's
         fetcher is mended to close cleanly
         (:func:`~streamjoin.faust.kafka.consumer.mend_fetcher_close`). The
         first call since the last assignment starts the rebalance's entry in

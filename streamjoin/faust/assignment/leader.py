@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Leader", "LeaderInput", "lead", "leader_input"]
 
-logger = logging.getLogger("streamjoin.faust.assignment.assignor")
+logger = logging.getLogger(__name__)
 
 
 class Leader(Protocol):

@@ -17,7 +17,7 @@ from streamjoin.membership.userdata import AssignmentInfo
 
 __all__ = ["MemberFile"]
 
-logger = logging.getLogger("streamjoin.faust.assignment.assignor")
+logger = logging.getLogger(__name__)
 
 
 class MemberFile:

@@ -218,7 +218,7 @@ def declare_source(app: AppT, left_topic: str, right_topic: str, partitions: int
 
 def declare_state_table(app: AppT, name: str, partitions: int) -> TableT[bytes, bytes]:
     """The join's state table ``<name>-state`` (bytes to bytes, changelogged,
-    fenced: see :mod:`streamjoin.restore.ownership`)."""
+    fenced: see :mod:`streamjoin.restore.owner_tokens`)."""
     table = app.Table(
         f"{name}-state",
         partitions=partitions,

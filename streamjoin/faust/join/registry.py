@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 from streamjoin.faust.join.stats import JoinStats
 from streamjoin.faust.join.tasks import JoinTask
 from streamjoin.faust.join.types import JoinConfig
-from streamjoin.faust.restore.ownership import TaskOwnership
+from streamjoin.faust.restore.owner_tokens import TaskOwnership
 from streamjoin.join.policy import JoinPolicy
 from streamjoin.lifecycle.states import TaskState, check
 

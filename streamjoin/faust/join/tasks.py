@@ -28,7 +28,7 @@ from streamjoin.faust.kafka.session import last_fetch_ms
 from streamjoin.join import keys
 from streamjoin.join.activity import TaskActivity
 from streamjoin.join.policy import JoinPolicy, TaskLogic
-from streamjoin.restore.ownership import OWNER_HEADER
+from streamjoin.restore.owner_tokens import OWNER_HEADER
 
 if TYPE_CHECKING:
     from faust.types import ConsumerT
@@ -75,7 +75,7 @@ class JoinTask:
         #: records beyond it are dropped) -- see :meth:`rewind`
         self.rewinds: dict[str, tuple[int, int, int]] = {}
         #: the owner token of the task's changelog partition this worker writes
-        #: with (see streamjoin.restore.ownership), and the headers carrying it
+        #: with (see streamjoin.restore.owner_tokens), and the headers carrying it
         self.token: bytes | None = None
         self.owner_headers: list[tuple[str, bytes]] | None = None
         #: records processed and stops since the task opened here (parked included)

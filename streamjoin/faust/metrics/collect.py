@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = ["StreamjoinCollector"]
 
-logger = logging.getLogger("streamjoin.faust.metrics.collect")
+logger = logging.getLogger(__name__)
 
 #: the output the router counts dead letters under: not an output kind here (they
 #: are join_dead_letters_total, by reason)

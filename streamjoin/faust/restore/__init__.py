@@ -7,7 +7,7 @@
   applied where);
 * :mod:`~streamjoin.faust.restore.changelog_store`: writing changelog records
   to a table's store, fenced;
-* :mod:`~streamjoin.faust.restore.ownership`: the worker's task ownership
+* :mod:`~streamjoin.faust.restore.owner_tokens`: the worker's task ownership
   (session lease, owner tokens, fence markers);
 * :mod:`~streamjoin.faust.restore.warmup_watch`: asks for a follow-up
   rebalance once warm-ups caught up.

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ChangelogBook", "TaskGate"]
 
-logger = logging.getLogger("streamjoin.restore")
+logger = logging.getLogger(__name__)
 
 
 class ChangelogBook:

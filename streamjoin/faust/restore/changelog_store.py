@@ -1,6 +1,6 @@
 """Write fetched changelog records into a table's local store, one atomic batch at a time.
 
-Records pass the ownership fence first (:func:`streamjoin.restore.ownership.fence`):
+Records pass the ownership fence first (:func:`streamjoin.restore.owner_tokens.fence`):
 fence markers set the partition's current owner and are not applied, and a
 record another owner wrote after that marker (a zombie's late write) is skipped.
 
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, cast
 
 from streamjoin.faust.kafka.stores import db_for_partition, drop_db, is_rocksdict
-from streamjoin.restore.ownership import (
+from streamjoin.restore.owner_tokens import (
     APPLY,
     OWNER_KEY,
     SKIP,

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ChangelogFetcher", "RestoreSettings", "restore_consumer"]
 
-logger = logging.getLogger("streamjoin.restore")
+logger = logging.getLogger(__name__)
 
 Progress = dict[TopicPartition, PartitionProgress[TopicPartition]]
 
@@ -135,7 +135,7 @@ def _new_restore_consumer(
 
 
 class Marks(Protocol):
-    """Fence markers of the partitions taken over (:mod:`streamjoin.faust.restore.ownership`)."""
+    """Fence markers of the partitions taken over (:mod:`streamjoin.faust.restore.owner_tokens`)."""
 
     def needs_marker(self, tp: TP) -> bool:
         """Must *tp* be fenced before its task starts?"""
@@ -208,7 +208,7 @@ class ChangelogFetcher:
                 if is_caught_up(position, hw, ends.get(ktp)) and position > marked.get(ktp, -1):
                     if self._marks is not None and self._marks.needs_marker(ktps[ktp]):
                         # taken over: fence it now that it is restored to the end,
-                        # then restore on past the marker (see restore.ownership)
+                        # then restore on past the marker (see restore.owner_tokens)
                         offset = await self._marks.mark(ktps[ktp])
                         if offset is None:
                             return False

@@ -1,6 +1,6 @@
 """This worker's ownership of its fenced changelog partitions, and the lease it holds it by.
 
-The rules are in :mod:`streamjoin.restore.ownership` (fence markers, owner
+The rules are in :mod:`streamjoin.restore.owner_tokens` (fence markers, owner
 tokens, the restore filter) and :mod:`streamjoin.membership.lease` (the
 session lease); this is the worker's side:
 
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from streamjoin.faust.kafka.session import app_aiokafka_consumer, install_lease
 from streamjoin.membership.lease import SessionLease
-from streamjoin.restore.ownership import FENCE_HEADER, Owner, Ownership, fence_key, first_owner
+from streamjoin.restore.owner_tokens import FENCE_HEADER, Owner, Ownership, fence_key, first_owner
 
 if TYPE_CHECKING:
     from faust.types import TP, AppT, CollectionT
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = ["TaskOwnership", "is_fenced"]
 
-logger = logging.getLogger("streamjoin.ownership")
+logger = logging.getLogger(__name__)
 
 #: seconds between checks while waiting for a lease before writing markers
 _LEASE_POLL = 0.1

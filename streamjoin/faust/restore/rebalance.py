@@ -34,7 +34,7 @@ from streamjoin.lifecycle.rebalance import Assigned, Revoked
 if TYPE_CHECKING:
     from faust.types import TP
 
-    from streamjoin.faust.restore.ownership import TaskOwnership
+    from streamjoin.faust.restore.owner_tokens import TaskOwnership
 
 __all__ = ["RebalanceOwner", "RebalanceParticipant"]
 

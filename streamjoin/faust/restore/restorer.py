@@ -61,12 +61,12 @@ if TYPE_CHECKING:
     from faust.tables.manager import TableManager as FaustTableManager
     from faust.types import AppT, CollectionT
 
-    from streamjoin.faust.restore.ownership import TaskOwnership
+    from streamjoin.faust.restore.owner_tokens import TaskOwnership
     from streamjoin.membership.settings import MemberSettings
 
 __all__ = ["RestoreSettings", "Restorer"]
 
-logger = logging.getLogger("streamjoin.restore")
+logger = logging.getLogger(__name__)
 
 
 class _WarmupAssignor(Protocol):

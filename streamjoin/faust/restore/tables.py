@@ -20,7 +20,7 @@ from faust.tables.manager import TableManager as _FaustTableManager
 
 from streamjoin.faust.kafka.incremental import incremental
 from streamjoin.faust.kafka.stores import open_dbs
-from streamjoin.faust.restore.ownership import TaskOwnership
+from streamjoin.faust.restore.owner_tokens import TaskOwnership
 from streamjoin.faust.restore.rebalance import RebalanceOwner, RebalanceParticipant
 from streamjoin.faust.restore.restorer import Restorer
 from streamjoin.lifecycle.rebalance import Assigned, RebalanceKind, Revoked

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 
 __all__ = ["WarmupWatch", "reported_lag"]
 
-logger = logging.getLogger("streamjoin.faust.assignment.assignor")
+logger = logging.getLogger(__name__)
 
 #: seconds before the first request for a new set, and the cap of the back-off
 FIRST_DELAY = 0.0

@@ -6,7 +6,7 @@ Environment:
     SJ_TEST_RESTORE_FETCH_BYTES: shrink the restore consumer's fetches (slow restore).
     SJ_TEST_PLAIN_FAUST: use faust.App with TableManager="streamjoin:TableManager".
     SJ_TEST_FENCED: make the table fenced as a join's state table is (owner
-        markers and tokens in its changelog, see streamjoin.restore.ownership).
+        markers and tokens in its changelog, see streamjoin.restore.owner_tokens).
 
 It records, under its data directory:
     first_processed.jsonl: per partition, the first record processed by this

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from rocksdict import Options, Rdict
 
 from streamjoin.faust.restore.changelog_store import RocksdictWriter
-from streamjoin.restore.ownership import (
+from streamjoin.restore.owner_tokens import (
     FENCE_HEADER,
     OWNER_HEADER,
     OWNER_KEY,

@@ -7,7 +7,7 @@ import time
 from faust.types import TP
 
 import streamjoin
-from streamjoin.faust.restore.ownership import TaskOwnership
+from streamjoin.faust.restore.owner_tokens import TaskOwnership
 
 TOPIC = "app-billing-state-changelog"
 

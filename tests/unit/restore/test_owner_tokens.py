@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamjoin.restore.ownership import (
+from streamjoin.restore.owner_tokens import (
     FENCE_HEADER,
     OWNER_HEADER,
     Owner,
