@@ -20,14 +20,13 @@ tasks ("A worker frozen past its session").
 This module holds :class:`Join`, which wires the pieces into faust and runs
 batches; the pieces are :mod:`~streamjoin.faust.join.declare` (checks and
 declarations, the frozen :class:`~streamjoin.faust.join.types.JoinConfig`),
-:mod:`~streamjoin.faust.join.intake` (every input record taken in bulk from
-faust's consumer's fetches; acks that never let faust commit past the state),
-:mod:`~streamjoin.faust.join.registry` (the task set across rebalances),
+:mod:`~streamjoin.faust.join.intake` (input records taken in bulk from
+faust's fetches; acks that never let faust commit past the state),
+:mod:`~streamjoin.faust.join.registry` (each task's state across rebalances),
 :mod:`~streamjoin.faust.join.tasks` (per-task runtime),
-:mod:`~streamjoin.faust.join.router` (a task's batch staged: records applied
-to its logic), :mod:`~streamjoin.faust.join.batch` (the durability steps) and
-:mod:`~streamjoin.faust.join.stats` (counters, progress lines, the web page's
-view).
+:mod:`~streamjoin.faust.join.router` (a task's records applied to its logic),
+:mod:`~streamjoin.faust.join.batch` (the durability steps) and
+:mod:`~streamjoin.faust.join.stats` (counters, progress, the web page's view).
 """
 
 from __future__ import annotations
@@ -94,6 +93,7 @@ class Join:
         intake: takes the join's records from faust's consumer.
     """
 
+    # long because: the constructor wires the join's pieces, one statement each
     def __init__(
         self,
         app: AppT,
