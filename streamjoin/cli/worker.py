@@ -273,6 +273,8 @@ _FILE = click.Path(dir_okay=False, path_type=Path)
     show_envvar=True,
     help="Kerberos domain of the brokers (GSSAPI).",
 )
+# long because: click passes every option above as a parameter, and each goes on by
+# name to KafkaSecurity or WorkerOptions
 def worker_command(
     app_spec: str,
     broker: str | None,

@@ -150,6 +150,15 @@ def _timeline_chart(
     axis.set_yticks(tasks, [f"task {t}" for t in tasks])
     axis.set_xlabel("seconds since start (dotted: a task changed owner)")
     axis.set_title("Which worker ran which task")
+    _timeline_legend(axis, workers, colour)
+    axis.set_xlim(0, max(end, 1))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _timeline_legend(axis: Any, workers: Sequence[str], colour: dict[str, str]) -> None:
+    """The task chart's legend: each worker's colour, then the hatches and the stop mark."""
     from matplotlib.patches import Rectangle
 
     handles = [Rectangle((0, 0), 1, 1, color=colour[w]) for w in workers]
@@ -165,10 +174,6 @@ def _timeline_chart(
         f"stopped > {STOP_SECONDS:g} s",
     ]
     axis.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8)
-    axis.set_xlim(0, max(end, 1))
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 #: edge colour of the hatched bars of restoring tasks
@@ -319,6 +324,7 @@ def _rebalance_table(outcomes: Sequence[RebalanceOutcome], away: Sequence[Interv
     )
 
 
+# long because: it lays out the whole HTML page: one f-string, in reading order
 def write_report(
     out: Path,
     *,

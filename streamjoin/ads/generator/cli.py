@@ -32,6 +32,7 @@ class _Parser(argparse.ArgumentParser):
         raise CliError(f"{message} (see --help)")
 
 
+# long because: the argument parser, one add() per option in the order --help lists them
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="python -m streamjoin.ads.generator",
