@@ -4,7 +4,7 @@ Pure: takes a :class:`GroupState`, returns an :class:`Assignment`; no I/O,
 no clocks, no randomness. The steps:
 
 1. group topics into tasks (:mod:`.grouping`);
-2. fence previous ownership claims and read changelog lag (:mod:`.fencing`);
+2. fence previous task claims and read changelog lag (:mod:`.fencing`);
 3. compute balanced, sticky active quotas per group and member (:mod:`.quotas`),
    where a task with a warm-up counts as its warm-up holder's;
 4. place the target owners: keep, then warm, then the remaining room (:mod:`.actives`),

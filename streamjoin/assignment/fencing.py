@@ -1,8 +1,9 @@
 """Who owned what before, and who is caught up.
 
-Ownership claims are fenced by generation (KIP-315 / KIP-341 rules): for each
-task the claim with the highest generation wins; when several members claim a
-task with the same highest generation, nobody keeps it. Caught-up-ness comes
+Task claims (a member saying it ran a task in a generation) are fenced by
+generation (KIP-315 / KIP-341 rules): for each task the claim with the highest
+generation wins; when several members claim a task with the same highest
+generation, nobody keeps it. Caught-up-ness comes
 only from the changelog offsets members report (:mod:`.lags`): no broker round
 trip.
 """
@@ -59,7 +60,7 @@ class History:
 
 
 def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) -> History:
-    """Resolve ownership claims and changelog lag for every task.
+    """Resolve task claims and changelog lag for every task.
 
     Four questions, each answered from every member's report, in member order:
     who owned each task before (:func:`_fence_claims`), whose changelog offsets
@@ -81,7 +82,7 @@ def read_history(members: Sequence[MemberState], groups: Sequence[TaskGroup]) ->
 
 @dataclass
 class _Claims:
-    """The ownership claims read so far, fenced by generation (KIP-315 / KIP-341)."""
+    """The task claims read so far, fenced by generation (KIP-315 / KIP-341)."""
 
     #: per group, per partition: the member whose claim wins so far, ``NO_OWNER``
     #: or ``_CONTESTED``
