@@ -199,39 +199,14 @@ def _job(
     policy: Any,
     progress: Callable[[str], None],
 ) -> int:
-    from streamjoin.ads.errors import ArchiveError
     from streamjoin.ads.spark.archive import read_archive
-    from streamjoin.ads.spark.attribution import attribute_batch, decided_clicks, without_late
-    from streamjoin.ads.spark.session import describe
+    from streamjoin.ads.spark.attribution import attribute_batch, decided_clicks
 
     window = policy.window
     progress(f"reading archive {archive_root}")
     archive = read_archive(spark, archive_root)
-    try:
-        sizes = {
-            "impressions": archive.impressions.count(),
-            "clicks": archive.clicks.count(),
-            "outcomes": archive.outcomes.count(),
-            "late": archive.late.count(),
-        }
-    except Exception as exc:
-        raise ArchiveError(f"cannot read the archive {archive_root}: {describe(exc)}") from None
-    missing = f"; missing (read as empty): {', '.join(archive.missing)}" if archive.missing else ""
-    progress(
-        f"archive: {sizes['impressions']} impressions, {sizes['clicks']} clicks, "
-        f"{sizes['outcomes']} outcome rows in {sum(archive.files.values())} files{missing}"
-    )
-    # the records the stream reported late are left out exactly as the stream did
-    impressions = without_late(archive.impressions, archive.late, "impressions").cache()
-    clicks = without_late(archive.clicks, archive.late, "clicks").cache()
-    late = {
-        "impressions": sizes["impressions"] - impressions.count(),
-        "clicks": sizes["clicks"] - clicks.count(),
-    }
-    progress(
-        f"late records left out as the stream did: {late['impressions']} impressions, "
-        f"{late['clicks']} clicks"
-    )
+    sizes = _archive_sizes(archive, archive_root, progress)
+    impressions, clicks, late = _without_late(archive, sizes, progress)
     progress(
         f"batch join (window before={window.before} after={window.after} grace={window.grace} ms)"
     )
@@ -255,6 +230,50 @@ def _job(
     if "reconcile" in steps:
         code = _reconcile(archive, clicks, batch, decided, out / "reconciliation", meta, progress)
     return code
+
+
+def _archive_sizes(
+    archive: Any, archive_root: str, progress: Callable[[str], None]
+) -> dict[str, int]:
+    """The archive's row counts, which also prove it readable (``ArchiveError`` if not)."""
+    from streamjoin.ads.errors import ArchiveError
+    from streamjoin.ads.spark.session import describe
+
+    try:
+        sizes = {
+            "impressions": archive.impressions.count(),
+            "clicks": archive.clicks.count(),
+            "outcomes": archive.outcomes.count(),
+            "late": archive.late.count(),
+        }
+    except Exception as exc:
+        raise ArchiveError(f"cannot read the archive {archive_root}: {describe(exc)}") from None
+    missing = f"; missing (read as empty): {', '.join(archive.missing)}" if archive.missing else ""
+    progress(
+        f"archive: {sizes['impressions']} impressions, {sizes['clicks']} clicks, "
+        f"{sizes['outcomes']} outcome rows in {sum(archive.files.values())} files{missing}"
+    )
+    return sizes
+
+
+def _without_late(
+    archive: Any, sizes: dict[str, int], progress: Callable[[str], None]
+) -> tuple[Any, Any, dict[str, int]]:
+    """The impressions and clicks (cached) without the records the stream reported late,
+    left out exactly as the stream did, and how many of each that left out."""
+    from streamjoin.ads.spark.attribution import without_late
+
+    impressions = without_late(archive.impressions, archive.late, "impressions").cache()
+    clicks = without_late(archive.clicks, archive.late, "clicks").cache()
+    late = {
+        "impressions": sizes["impressions"] - impressions.count(),
+        "clicks": sizes["clicks"] - clicks.count(),
+    }
+    progress(
+        f"late records left out as the stream did: {late['impressions']} impressions, "
+        f"{late['clicks']} clicks"
+    )
+    return impressions, clicks, late
 
 
 def _report(

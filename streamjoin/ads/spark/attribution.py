@@ -77,7 +77,36 @@ def attribute_batch(
         ``impression_id`` and ``campaign`` (null when unattributed), ``cost``
         (the impression's cost when attributed, else 0.0).
     """
-    window = _window(policy)
+    chosen = _earliest_match(impressions, clicks, _window(policy))
+    # per impression (the stream's identity: auction, ts, id), billing order
+    billing_order = Window.partitionBy("c_auction", "imp.ts", "imp.id").orderBy(
+        "click_ts_ms", "click_id"
+    )
+    attributed = chosen.where(F.col("imp").isNotNull()).withColumn(
+        "outcome",
+        F.when(F.row_number().over(billing_order) == 1, F.lit(Outcome.ATTRIBUTED.value)).otherwise(
+            F.lit(Outcome.DUPLICATE.value)
+        ),
+    )
+    unattributed = chosen.where(F.col("imp").isNull()).withColumn(
+        "outcome", F.lit(Outcome.UNATTRIBUTED.value)
+    )
+    return attributed.unionByName(unattributed).select(
+        F.col("click_id"),
+        F.col("c_auction").alias("auction_id"),
+        F.col("click_ts_ms"),
+        F.col("outcome"),
+        F.col("imp.id").alias("impression_id"),
+        F.col("imp.campaign").alias("campaign"),
+        F.when(F.col("outcome") == Outcome.ATTRIBUTED.value, F.col("imp.cost"))
+        .otherwise(F.lit(0.0))
+        .alias("cost"),
+    )
+
+
+def _earliest_match(impressions: DataFrame, clicks: DataFrame, window: JoinWindow) -> DataFrame:
+    """Every click (``click_id``, ``c_auction``, ``click_ts_ms``) with ``imp``: the
+    earliest impression it matches (``ts``, ``id``, ``campaign``, ``cost``), null for none."""
     c = clicks.select(
         F.col("click_id"),
         F.col("auction_id").alias("c_auction"),
@@ -107,34 +136,10 @@ def attribute_batch(
             F.col("i_cost").alias("cost"),
         ),
     )
-    chosen = (
+    return (
         c.join(i, matches, "left")
         .groupBy("click_id", "c_auction", "click_ts_ms")
         .agg(F.min(candidate).alias("imp"))
-    )
-    # per impression (the stream's identity: auction, ts, id), billing order
-    billing_order = Window.partitionBy("c_auction", "imp.ts", "imp.id").orderBy(
-        "click_ts_ms", "click_id"
-    )
-    attributed = chosen.where(F.col("imp").isNotNull()).withColumn(
-        "outcome",
-        F.when(F.row_number().over(billing_order) == 1, F.lit(Outcome.ATTRIBUTED.value)).otherwise(
-            F.lit(Outcome.DUPLICATE.value)
-        ),
-    )
-    unattributed = chosen.where(F.col("imp").isNull()).withColumn(
-        "outcome", F.lit(Outcome.UNATTRIBUTED.value)
-    )
-    return attributed.unionByName(unattributed).select(
-        F.col("click_id"),
-        F.col("c_auction").alias("auction_id"),
-        F.col("click_ts_ms"),
-        F.col("outcome"),
-        F.col("imp.id").alias("impression_id"),
-        F.col("imp.campaign").alias("campaign"),
-        F.when(F.col("outcome") == Outcome.ATTRIBUTED.value, F.col("imp.cost"))
-        .otherwise(F.lit(0.0))
-        .alias("cost"),
     )
 
 
