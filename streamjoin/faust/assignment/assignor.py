@@ -193,21 +193,8 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
             self.rebalance_seconds.observe(max(0.0, ended - began))
         self.rebalance_kinds[self._kind] += 1
         self._kind = "eager"  # (eager apps are never told otherwise)
-        info = decode_assignment(assignment.user_data)
-        if info is None:
-            logger.error(
-                "streamjoin: the group leader sent an assignment this version cannot read "
-                "(a worker running another assignor?); running what Kafka assigned as actives"
-            )
-            actives = {topic: sorted(parts) for topic, parts in assignment.assignment}
-            info = AssignmentInfo(0, actives, {}, (), {}, {})
-        before_a, before_s = self._active_tps, self._standby_tps
-        if not before_a and not before_s:
-            # first assignment of this process: what the data directory says
-            # it ran before the restart is what counts as kept or warm
-            member = self._load_member()
-            before_a = _tps(member.get("actives", {}))
-            before_s = _tps(member.get("standbys", {}))
+        info = _readable(assignment)
+        before_a, before_s = self._held_before()
         self._actives = {t: list(p) for t, p in info.actives.items()}
         self._standbys = {t: list(p) for t, p in info.standbys.items()}
         self._warmups = {t: list(p) for t, p in info.warmups.items()}
@@ -218,6 +205,23 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
         self._topic_groups = dict(info.groups)
         self._set_distribution(info)
         self._remember(info)
+        self._report_rebalance(info, before_a, before_s)
+
+    def _held_before(self) -> tuple[frozenset[TP], frozenset[TP]]:
+        """The actives and standbys this member held before this assignment."""
+        before_a, before_s = self._active_tps, self._standby_tps
+        if not before_a and not before_s:
+            # first assignment of this process: what the data directory says
+            # it ran before the restart is what counts as kept or warm
+            member = self._load_member()
+            before_a = _tps(member.get("actives", {}))
+            before_s = _tps(member.get("standbys", {}))
+        return before_a, before_s
+
+    def _report_rebalance(
+        self, info: AssignmentInfo, before_a: frozenset[TP], before_s: frozenset[TP]
+    ) -> None:
+        """What it gained, lost and kept: ``last_rebalance``, the outcome counters, a log line."""
         changelogs = set(getattr(self.app.tables, "changelog_topics", set()))
         gained = self._active_tps - before_a
         stateful = {tp for tp in gained if tp.topic in changelogs}
@@ -383,6 +387,19 @@ class PartitionAssignor(AbstractPartitionAssignor, PartitionAssignorT):  # type:
         for (topic, partition), offset in sorted(raw.items()):
             out.setdefault(topic, {})[partition] = offset
         return dict(out)
+
+
+def _readable(assignment: ConsumerProtocolMemberAssignment) -> AssignmentInfo:
+    """The leader's decision, or what Kafka assigned as actives if it is unreadable."""
+    info = decode_assignment(assignment.user_data)
+    if info is None:
+        logger.error(
+            "streamjoin: the group leader sent an assignment this version cannot read "
+            "(a worker running another assignor?); running what Kafka assigned as actives"
+        )
+        actives = {topic: sorted(parts) for topic, parts in assignment.assignment}
+        info = AssignmentInfo(0, actives, {}, (), {}, {})
+    return info
 
 
 def _tps(parts: Mapping[str, Iterable[int]]) -> frozenset[TP]:

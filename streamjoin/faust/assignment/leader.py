@@ -25,7 +25,7 @@ from streamjoin._gc import gc_paused
 from streamjoin._histogram import Buckets
 from streamjoin.assignment import assign
 from streamjoin.assignment.errors import AssignmentError
-from streamjoin.assignment.model import GroupState, LastAssignment
+from streamjoin.assignment.model import Assignment, GroupState, LastAssignment
 from streamjoin.faust.kafka.app import changelog_topic_name
 from streamjoin.faust.kafka.metadata import broker_racks, partition_replicas
 from streamjoin.membership.group_state import JoinedMember, build_group_state, replica_racks
@@ -139,15 +139,7 @@ def lead(
     )
     if not state.members:
         return _nothing_to_assign(assignor, joined, given.topics, partitions, members)
-    try:
-        began = time.perf_counter()
-        with gc_paused():
-            result = assign(state)
-        assignor.assignment_seconds.observe(time.perf_counter() - began)
-    except AssignmentError as exc:
-        logger.error("streamjoin: cannot assign the group, stopping this worker: %s", exc)
-        assignor.stop_worker(exc)
-        raise
+    result = _assign_or_stop(assignor, state)
     # by Kafka member id: two members claiming one stable id keep their own urls
     urls = {j.member_id: j.info.url for j in joined if j.info is not None}
     shares = member_shares(
@@ -166,6 +158,27 @@ def lead(
     assignor.last_actives = LastAssignment(
         result.generation, {mid: owned.actives for mid, owned in sorted(result.members.items())}
     )
+    _log_assignment(result, state)
+    return out
+
+
+def _assign_or_stop(assignor: Leader, state: GroupState) -> Assignment:
+    """The core's assignment of ``state``, timed; a group it cannot assign stops this worker."""
+    try:
+        began = time.perf_counter()
+        with gc_paused():
+            result = assign(state)
+        assignor.assignment_seconds.observe(time.perf_counter() - began)
+    except AssignmentError as exc:
+        logger.error("streamjoin: cannot assign the group, stopping this worker: %s", exc)
+        assignor.stop_worker(exc)
+        raise
+    return result
+
+
+def _log_assignment(result: Assignment, state: GroupState) -> None:
+    """A line for members whose claims lag behind (if any), then one for the figures."""
+    stats = result.stats
     late = [
         m.id
         for m in state.members
@@ -198,7 +211,6 @@ def lead(
         stats["cross_rack_tasks"],
         stats["target_cross_rack_tasks"],
     )
-    return out
 
 
 def _nothing_to_assign(
