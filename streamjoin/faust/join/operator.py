@@ -373,8 +373,8 @@ class Join:
 
     async def _run_batch(self) -> None:
         """Release and apply what every task can, then make it durable (see batch),
-        only while this worker owns the tasks (:meth:`TaskSet.may_write`,
-        :meth:`TaskSet.still_owned`)."""
+        only while this worker owns the tasks (:meth:`TaskRegistry.may_write`,
+        :meth:`TaskRegistry.still_owned`)."""
         tasks = self.tasks
         if not tasks.may_write():
             return

@@ -209,7 +209,7 @@ class TaskRegistry:
 
         None once the session lease ran out (the group may have given them
         away) or an eager revoke stopped waiting for the batch (its tasks are
-        being handed over, see :meth:`on_revoked`); otherwise the tasks whose
+        being handed over, see :meth:`handover`); otherwise the tasks whose
         owner token is still current and that no cooperative revoke handed
         over without waiting, or none of them when one is not and the batch
         goes on only *whole* (before its outputs are sent). The tasks that may not

@@ -2,7 +2,7 @@
 
 :class:`JoinConfig` is built once, when ``app.join(...)`` has checked and
 declared everything (:func:`streamjoin.faust.join.declare.declare_join`); the
-operator, its task set, its router and its description read it and never
+operator, its task registry, its router and its description read it and never
 change it.
 """
 
