@@ -438,7 +438,7 @@ async def test_a_member_that_lost_its_membership_gives_everything_up(group: Grou
         lambda: (
             first.cooperation is not None
             and first.cooperation.protocol == PROTOCOL
-            and not first.cooperation.lost
+            and not first.cooperation.membership_lost
         ),
     )
     await group.until(
@@ -501,7 +501,7 @@ async def test_a_commit_the_rebalance_made_stale_does_not_lose_the_membership(
     client.send = send
     # whatever the broker answered, m1 did not lose its membership: nothing it
     # kept was given up as lost (generation -1), and it went on cooperatively
-    assert not cooperation.lost, group.describe()
+    assert not cooperation.membership_lost, group.describe()
     for kind, parts, _, generation in first.calls[calls_before:]:
         assert not (kind == "revoked" and parts == kept), first.calls
         assert generation != -1, first.calls

@@ -5,35 +5,49 @@ revokes every partition before it rejoins (``_on_join_prepare``, which also
 holds back every fetched record until the new assignment is in), and
 replaces the whole assignment, positions included, when the rebalance
 completes (``_on_join_complete``). :func:`install_cooperative` changes both
-steps of one consumer's coordinator:
+steps of one consumer's coordinator, and two calls around them; each
+replaced step is a method of one ``_CooperativeCoordinator``, named for what
+it decides, over the consumer's :class:`Cooperation`:
 
-* **prepare**: a member that rebalanced cooperatively last time (every member
-  of the group offered :data:`PROTOCOL`, the broker chose it) and has not lost
-  its membership since revokes nothing and keeps fetching; its assignor is
-  told (``on_rebalance_prepare(True)``) so that its metadata says the member
+* **prepare** (``prepare``; ``keeps_partitions`` decides): a member that
+  rebalanced cooperatively last time (every member of the group offered
+  :data:`PROTOCOL`, the broker chose it) and has not lost its membership
+  since revokes nothing and keeps fetching; its assignor is told
+  (``on_rebalance_prepare(True)``) so that its metadata says the member
   still owns its partitions (see :mod:`streamjoin.assignment.cooperative`);
-* **complete**: only the partitions the new assignment drops are revoked
-  (the listener's ``on_partitions_revoked`` with just those, possibly none:
-  it is called at every rebalance, as in an eager one), the kept
-  partitions keep their fetch state (position, high watermark, pause), the
-  listener's ``on_partitions_assigned`` gets the whole new assignment, and a
-  member that gave up an owned (active) partition rejoins: the follow-up
-  rebalance hands them to their new owner (the leader withholds them until
-  then; replicas are never withheld, so giving up only a standby needs no
-  follow-up);
-* **pace**: a rejoin asked for less than :data:`REJOIN_PACE_S` after the
-  member got its assignment (the follow-up, a warm-up that caught up, a
-  subscription change) waits until then, so that the other members of the
-  generation get their own assignment first. Kafka answers every member's
-  SyncGroup once the leader's arrives; the embedded broker answers a
-  follower's up to about a second later, and a JoinGroup meanwhile made
-  that SyncGroup fail: the generation then completed without that member,
-  whose rejoin started the next one, and so on (a scale-out of the
-  rebalance benchmark once took 12 rebalances). A member that lost its
-  membership rejoins at once;
-* **lost**: after the coordinator reset the member's generation (its session
-  expired, or it was fenced) everything it owned is revoked before it
-  rejoins, as in an eager rebalance; the next rebalance after that is eager.
+* **complete** (``complete``; ``complete_incrementally`` when the partitions
+  were kept, in the steps ``give_up``, ``carry_kept``, ``take_assignment``
+  and ``announce``): only the partitions the new assignment drops are
+  revoked (the listener's ``on_partitions_revoked`` with just those,
+  possibly none: it is called at every rebalance, as in an eager one), the
+  kept partitions keep their fetch state (position, high watermark, pause),
+  the listener's ``on_partitions_assigned`` gets the whole new assignment,
+  and a member that gave up an owned (active) partition rejoins
+  (``gives_up_an_owner`` decides): the follow-up rebalance hands them to
+  their new owner (the leader withholds them until then; replicas are never
+  withheld, so giving up only a standby needs no follow-up);
+* **pace** (``request_rejoin``; ``rejoin_delay`` decides): a rejoin asked
+  for less than :data:`REJOIN_PACE_S` after the member got its assignment
+  (the follow-up, a warm-up that caught up, a subscription change) waits
+  until then, so that the other members of the generation get their own
+  assignment first. Kafka answers every member's SyncGroup once the
+  leader's arrives; the embedded broker answers a follower's up to about a
+  second later, and a JoinGroup meanwhile made that SyncGroup fail: the
+  generation then completed without that member, whose rejoin started the
+  next one, and so on (a scale-out of the rebalance benchmark once took 12
+  rebalances). A member that lost its membership rejoins at once;
+* **membership lost** (``lose_membership``): after the coordinator reset the
+  member's generation (its session expired, or it was fenced) everything it
+  owned is revoked before it rejoins, as in an eager rebalance; the next
+  rebalance after that is eager (:attr:`Cooperation.membership_lost`);
+* **protocol lookup** (``assignor_of``): the assignor of the protocol the
+  group agreed on, whichever of the offered ones it is.
+
+A cooperative rebalance whose group *turned eager* (the broker chose the
+eager protocol: a member offering only that one joined) gives every
+partition up before it takes the new assignment; that is not a lost
+membership: the member kept it, and the group turns cooperative again once
+every member offers :data:`PROTOCOL`.
 
 The member offers two protocols, :data:`PROTOCOL` first and then its
 assignor's own name (streamjoin's ``"streamjoin"``) with the same metadata: a
@@ -103,8 +117,9 @@ class Cooperation:
 
     #: the protocol the group agreed on in the latest completed rebalance
     protocol: str | None = None
-    #: the member lost its membership since its latest rebalance
-    lost: bool = False
+    #: the member lost its membership (the coordinator reset its generation:
+    #: its session expired, or it was fenced) since its latest rebalance
+    membership_lost: bool = False
     #: the rebalance under way kept the member's partitions at prepare
     kept: bool = False
     #: rebalances completed, and how many of them were cooperative
@@ -157,82 +172,134 @@ def install_cooperative(aio: AIOKafkaConsumer) -> Cooperation | None:
     if installed is not None:
         return installed
     state = Cooperation()
-    own = list(coordinator._assignors)
-    if own:
-        offered = [_CooperativeProtocol(own[0]), *own]
-        # one JoinGroup per rebalance: the coordinator lists only the first
-        # protocol, the request gets the others (see offer_protocols)
-        coordinator._assignors = offered[:1]
-        offer_protocols(coordinator, lambda: [a.name for a in offered[1:]])
+    _CooperativeCoordinator(coordinator, state).install()
+    return state
 
-        def lookup(name: str) -> Any:  # Any: an aiokafka assignor
-            return next((a for a in offered if a.name == name), None)
 
-        coordinator._lookup_assignor = lookup
-    prepare_eagerly = coordinator._on_join_prepare
-    complete_eagerly = coordinator._on_join_complete
-    reset_generation = coordinator.reset_generation
-    request_rejoin = coordinator.request_rejoin
-    subscriptions = coordinator._subscription
+class _CooperativeCoordinator:
+    """One coordinator's replaced rebalance steps, each a method named for what it
+    decides, over its :class:`Cooperation` (aiokafka's own steps kept for eager ones)."""
 
-    def tell_assignors(kept: bool, lost: bool) -> None:
-        for assignor in own:  # (the wrapper offers own[0] under another name)
-            hook = getattr(assignor, "on_rebalance_prepare", None)
-            if hook is not None:
-                hook(kept, lost)
+    def __init__(self, coordinator: Any, state: Cooperation) -> None:  # Any: aiokafka's
+        self.coordinator = coordinator
+        self.state = state
+        #: the member's own assignors (the wrapper offers the first one as PROTOCOL)
+        self.own = list(coordinator._assignors)
+        #: every protocol offered, PROTOCOL first
+        self.offered = [_CooperativeProtocol(self.own[0]), *self.own] if self.own else []
+        self.subscriptions = coordinator._subscription
+        # aiokafka's own steps, bound before they are replaced
+        self.prepare_eagerly = coordinator._on_join_prepare
+        self.complete_eagerly = coordinator._on_join_complete
+        self.reset_generation = coordinator.reset_generation
+        self.rejoin_now = coordinator.request_rejoin
 
-    def _reset_generation() -> None:
-        state.lost = True
-        reset_generation()
-        if state.kept and state.giving_up is None:
-            # lost in the middle of a rebalance that kept the partitions: give
-            # them all up now, while the generation is reset (no commit goes
-            # through), and finish this rebalance eagerly
-            state.kept = False
-            owned = subscriptions.subscription.assignment
-            state.giving_up = asyncio.ensure_future(prepare_eagerly(owned))
+    def install(self) -> None:
+        """Replace the coordinator's steps with this object's methods."""
+        coordinator = self.coordinator
+        if self.offered:
+            # one JoinGroup per rebalance: the coordinator lists only the first
+            # protocol, the request gets the others (see offer_protocols)
+            coordinator._assignors = self.offered[:1]
+            offer_protocols(coordinator, lambda: [a.name for a in self.offered[1:]])
+            coordinator._lookup_assignor = self.assignor_of
+        coordinator._on_join_prepare = self.prepare
+        coordinator._on_join_complete = self.complete
+        coordinator.reset_generation = self.lose_membership
+        coordinator.request_rejoin = self.request_rejoin
+        refuse_stale_commits(coordinator, lambda: self.state.kept)
+        coordinator._streamjoin_cooperation = self.state
 
-    async def _on_join_prepare(previous_assignment: Any) -> None:
-        state.kept = (
-            state.protocol == PROTOCOL
-            and not state.lost
-            and previous_assignment is not None
-            and previous_assignment.active
-        )
-        tell_assignors(state.kept, state.lost)
+    def assignor_of(self, name: str) -> Any:  # Any: an aiokafka assignor
+        """The assignor offered under *name* (``None``: none is)."""
+        return next((a for a in self.offered if a.name == name), None)
+
+    async def prepare(self, previous_assignment: Any) -> None:  # Any: aiokafka's Assignment
+        """aiokafka's ``_on_join_prepare``: a member that may keep its partitions
+        (:meth:`keeps_partitions`) revokes nothing; any other revokes them all."""
+        state = self.state
+        state.kept = self.keeps_partitions(previous_assignment)
+        self.tell_assignors(state.kept, state.membership_lost)
         if not state.kept:
-            state.lost = False
-            await prepare_eagerly(previous_assignment)
+            state.membership_lost = False
+            await self.prepare_eagerly(previous_assignment)
             return
-        coordinator._group_subscription = None
+        self.coordinator._group_subscription = None
         logger.info(
             "cooperative rebalance: keeping %d partition(s) running while the group rebalances",
             len(previous_assignment.tps),
         )
 
-    def _request_rejoin() -> None:
+    def keeps_partitions(self, previous_assignment: Any) -> bool:
+        """Does the member keep its partitions running through the rebalance now
+        starting? If the group rebalanced cooperatively last time and it did not
+        lose its membership since (and it runs partitions)."""
+        state = self.state
+        return (
+            state.protocol == PROTOCOL
+            and not state.membership_lost
+            and previous_assignment is not None
+            and previous_assignment.active
+        )
+
+    def tell_assignors(self, kept: bool, membership_lost: bool) -> None:
+        """Tell each own assignor how this rebalance starts (its metadata says so)."""
+        for assignor in self.own:  # (the wrapper offers own[0] under another name)
+            hook = getattr(assignor, "on_rebalance_prepare", None)
+            if hook is not None:
+                hook(kept, membership_lost)
+
+    def lose_membership(self) -> None:
+        """aiokafka's ``reset_generation`` (its session expired, or it was fenced): the
+        member lost its membership. Lost in a rebalance that kept the partitions, it
+        gives them all up now, while the generation is reset (no commit goes
+        through), and the rebalance finishes eagerly."""
+        state = self.state
+        state.membership_lost = True
+        self.reset_generation()
+        if state.kept and state.giving_up is None:
+            state.kept = False
+            owned = self.subscriptions.subscription.assignment
+            state.giving_up = asyncio.ensure_future(self.prepare_eagerly(owned))
+
+    def request_rejoin(self) -> None:
+        """aiokafka's ``request_rejoin``, paced: sent now, or once the other
+        members can have their assignment (:meth:`rejoin_delay`)."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # not from the consumer's loop: nothing to pace by
-            request_rejoin()
+            self.rejoin_now()
             return
-        since = None if state.assigned_at is None else loop.time() - state.assigned_at
-        if since is None or since >= REJOIN_PACE_S or state.lost:
-            request_rejoin()
+        delay = self.rejoin_delay(loop.time())
+        if delay <= 0:
+            self.rejoin_now()
             return
-        asked = state.rebalances
+        asked = self.state.rebalances
 
         def later() -> None:
             # a rebalance completed meanwhile carried what the rejoin was for
             # (the partitions given up, the warm-ups' offsets, the subscription)
-            if state.rebalances == asked:
-                request_rejoin()
+            if self.state.rebalances == asked:
+                self.rejoin_now()
 
-        loop.call_later(REJOIN_PACE_S - since, later)
+        loop.call_later(delay, later)
 
-    async def _on_join_complete(
-        generation: int, member_id: str, protocol: str, member_assignment_bytes: bytes
+    def rejoin_delay(self, now: float) -> float:
+        """Seconds a rejoin asked for at *now* (the loop's time) waits: until
+        :data:`REJOIN_PACE_S` after the member got its assignment; none for a
+        member that lost its membership or has had no assignment yet."""
+        state = self.state
+        if state.assigned_at is None or state.membership_lost:
+            return 0.0
+        return max(0.0, REJOIN_PACE_S - (now - state.assigned_at))
+
+    async def complete(
+        self, generation: int, member_id: str, protocol: str, member_assignment_bytes: bytes
     ) -> None:
+        """aiokafka's ``_on_join_complete``: a rebalance that kept the partitions
+        completes incrementally (:meth:`complete_incrementally`), any other as
+        aiokafka's eager one."""
+        state = self.state
         state.assigned_at = asyncio.get_running_loop().time()
         state.rebalances += 1
         kept_through = state.kept
@@ -242,61 +309,68 @@ def install_cooperative(aio: AIOKafkaConsumer) -> Cooperation | None:
             await giving_up
         if not kept_through:
             # a join that completed is a membership of its own: a loss before it is over
-            state.protocol, state.lost, state.revoked = protocol, False, frozenset()
-            await complete_eagerly(generation, member_id, protocol, member_assignment_bytes)
+            state.protocol, state.membership_lost, state.revoked = protocol, False, frozenset()
+            await self.complete_eagerly(generation, member_id, protocol, member_assignment_bytes)
             return
         from aiokafka.coordinator.protocol import ConsumerProtocol
 
-        listener = subscriptions.listener
-        previous = subscriptions.subscription.assignment
-        owned = set(previous.tps) if previous is not None else set()
         assignment = ConsumerProtocol.ASSIGNMENT.decode(member_assignment_bytes)
+        await self.complete_incrementally(assignment, protocol)
+
+    async def complete_incrementally(self, assignment: Any, protocol: str) -> None:
+        """Give up only what *assignment* drops (everything, if the group turned
+        eager), keep the rest running with its fetch state, and rejoin when an
+        owned partition was given up (the follow-up, paced)."""
+        state = self.state
+        listener = self.subscriptions.listener
+        previous = self.subscriptions.subscription.assignment
+        owned = set(previous.tps) if previous is not None else set()
         new = set(assignment.partitions())
-        # the group turned eager (a member offering only the eager protocol joined):
-        # everything is given up before the new assignment comes in
-        lost = protocol != PROTOCOL
-        revoked = owned if lost else owned - new
+        # the group turned eager (a member offering only the eager protocol
+        # joined): everything is given up before the new assignment comes in
+        turned_eager = protocol != PROTOCOL
+        revoked = owned if turned_eager else owned - new
         if revoked:
             logger.info(
                 "%s rebalance: giving up %d partition(s): %s",
-                "eager" if lost else "cooperative",
+                "eager" if turned_eager else "cooperative",
                 len(revoked),
                 sorted(revoked),
             )
         # the follow-up is needed only when an owned (active) partition is given
         # up: the leader withholds those, never a replica (standby, warm-up)
-        followup = not lost and gives_up_an_owner(revoked)
-        state.incremental = not lost
+        followup = not turned_eager and self.gives_up_an_owner(revoked)
+        state.incremental = not turned_eager
         try:
-            await complete_incrementally(
-                assignment, protocol, lost, previous, owned, revoked, new, listener
-            )
+            await self.give_up(listener, previous, revoked)
+            carried = self.carry_kept(previous, owned - revoked, new)
+            await self.take_assignment(assignment, protocol)
+            state.protocol = protocol
+            state.revoked = frozenset(revoked)
+            state.membership_lost = False
+            if not turned_eager:
+                state.cooperative_rebalances += 1
+            await self.announce(listener, carried, revoked)
         finally:
             state.incremental = False
         if followup:
             # the partitions given up go to their new owner in the follow-up,
             # paced: the other members of this generation may still be syncing
-            _request_rejoin()
+            self.request_rejoin()
 
-    def gives_up_an_owner(revoked: set[Any]) -> bool:
+    def gives_up_an_owner(self, revoked: set[Any]) -> bool:
         """Is one of *revoked* an active partition of the member's assignor (read
         before the new assignment replaces them)? Without that hook: any."""
-        read = getattr(own[0], "assigned_actives", None) if own else None
+        read = getattr(self.own[0], "assigned_actives", None) if self.own else None
         if read is None:
             return bool(revoked)
         actives = set(read())
         return any(tp in actives for tp in revoked)
 
-    async def complete_incrementally(
-        assignment: Any,
-        protocol: str,
-        lost: bool,
-        previous: Any,
-        owned: set[Any],
-        revoked: set[Any],
-        new: set[Any],
-        listener: Any,
-    ) -> None:
+    async def give_up(self, listener: Any, previous: Any, revoked: set[Any]) -> None:
+        """Stop handing out records of *revoked* and tell the listener (called even
+        with nothing to give up, as aiokafka's eager rebalance does: faust
+        starts its rebalance there, ``app.on_rebalance_start``)."""
         if previous is not None:
             # the fetcher hands out no more records of a partition given up: the
             # listener reads its position to commit it, and a record handed out
@@ -306,28 +380,36 @@ def install_cooperative(aio: AIOKafkaConsumer) -> Cooperation | None:
             for tp in sorted(revoked):
                 previous.state_value(tp).pause()
         if listener is not None:
-            # called even with nothing to give up, as aiokafka's eager rebalance
-            # does: faust starts its rebalance there (app.on_rebalance_start)
             await _call(listener.on_partitions_revoked(revoked))
-        carried = {
-            tp: previous.state_value(tp) for tp in sorted(owned - revoked) if tp in new
-        } if previous is not None else {}  # fmt: skip
-        subscriptions.assign_from_subscribed(new)
-        fresh = subscriptions.subscription.assignment
+
+    def carry_kept(self, previous: Any, kept: set[Any], new: set[Any]) -> dict[Any, Any]:
+        """Assign *new*, moving the fetch state (position, high watermark, pause) of
+        each partition in *kept* and *new* from *previous*; returns those states."""
+        carried = (
+            {tp: previous.state_value(tp) for tp in sorted(kept) if tp in new}
+            if previous is not None
+            else {}
+        )
+        self.subscriptions.assign_from_subscribed(new)
+        fresh = self.subscriptions.subscription.assignment
         for tp, tp_state in carried.items():
             tp_state._assignment = fresh
             fresh._tp_state[tp] = tp_state
+        return carried
+
+    async def take_assignment(self, assignment: Any, protocol: str) -> None:
+        """The assignor's and the commit refresh's part of the new assignment."""
+        coordinator = self.coordinator
+        fresh = self.subscriptions.subscription.assignment
         assignor = coordinator._lookup_assignor(protocol)
         if assignor is not None:
             assignor.on_assignment(assignment)
         await coordinator._stop_commit_offsets_refresh_task()
         coordinator.start_commit_offsets_refresh_task(fresh)
-        state.protocol = protocol
-        state.revoked = frozenset(revoked)
-        state.lost = False
-        if not lost:
-            state.cooperative_rebalances += 1
-        assigned = set(subscriptions.assigned_partitions())
+
+    async def announce(self, listener: Any, carried: dict[Any, Any], revoked: set[Any]) -> None:
+        """Log what the rebalance did and hand the listener the whole new assignment."""
+        assigned = set(self.subscriptions.assigned_partitions())
         logger.info(
             "cooperative rebalance complete: %d kept, %d added, %d given up",
             len(carried),
@@ -336,11 +418,3 @@ def install_cooperative(aio: AIOKafkaConsumer) -> Cooperation | None:
         )
         if listener is not None:
             await _call(listener.on_partitions_assigned(assigned))
-
-    coordinator._on_join_prepare = _on_join_prepare
-    coordinator._on_join_complete = _on_join_complete
-    coordinator.reset_generation = _reset_generation
-    coordinator.request_rejoin = _request_rejoin
-    refuse_stale_commits(coordinator, lambda: state.kept)
-    coordinator._streamjoin_cooperation = state
-    return state
