@@ -58,6 +58,9 @@ class Member(ConsumerRebalanceListener):  # type: ignore[misc]
     consumed: list[tuple[int, int, float]] = field(default_factory=list)
     #: ("revoked" | "assigned", partitions, monotonic s, coordinator generation)
     calls: list[tuple[str, frozenset[int], float, int]] = field(default_factory=list)
+    #: per revocation (in order): had the member lost its membership then
+    #: (what streamjoin.faust.kafka.incremental.rebalance_kind answers LOST for)?
+    revoked_lost: list[tuple[frozenset[int], bool]] = field(default_factory=list)
     task: asyncio.Task[None] | None = None
 
     async def on_partitions_revoked(self, revoked: Any) -> None:
@@ -66,6 +69,8 @@ class Member(ConsumerRebalanceListener):  # type: ignore[misc]
             ("revoked", frozenset(tp.partition for tp in revoked), time.monotonic(),
              coordinator.generation)
         )  # fmt: skip
+        lost = self.cooperation is not None and self.cooperation.membership_lost
+        self.revoked_lost.append((frozenset(tp.partition for tp in revoked), lost))
         positions = {}
         for tp in revoked:
             try:
@@ -430,6 +435,8 @@ async def test_a_member_that_lost_its_membership_gives_everything_up(group: Grou
     # through (it failed, or there was no position left to commit: whether the
     # listener still reads one depends on timing)
     assert revoked[3] == -1, first.calls
+    # and the member knew it had lost its membership while it gave them up
+    assert (owned, True) in first.revoked_lost, first.revoked_lost
     after = first.calls[first.calls.index(revoked) + 1 :]
     assert not after or after[0][0] != "committed", first.calls
     await group.until("m1 back with a share", lambda: len(first.owned()) == 3, timeout=60)

@@ -113,12 +113,13 @@ REJOIN_PACE_S = 1.2
 
 @dataclass
 class Cooperation:
-    """How one consumer's rebalances went (read by tests and the worker's log)."""
+    """How one consumer's rebalances go (read by
+    :func:`~streamjoin.faust.kafka.incremental.rebalance_kind`, tests and the log)."""
 
     #: the protocol the group agreed on in the latest completed rebalance
     protocol: str | None = None
-    #: the member lost its membership (the coordinator reset its generation:
-    #: its session expired, or it was fenced) since its latest rebalance
+    #: the member lost its membership (the coordinator reset its generation: its
+    #: session expired, or it was fenced) since its latest join completed
     membership_lost: bool = False
     #: the rebalance under way kept the member's partitions at prepare
     kept: bool = False
@@ -221,7 +222,6 @@ class _CooperativeCoordinator:
         state.kept = self.keeps_partitions(previous_assignment)
         self.tell_assignors(state.kept, state.membership_lost)
         if not state.kept:
-            state.membership_lost = False
             await self.prepare_eagerly(previous_assignment)
             return
         self.coordinator._group_subscription = None

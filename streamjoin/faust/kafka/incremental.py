@@ -21,9 +21,13 @@ calls these instead:
   topics, tables, the signal), but only the partitions newly assigned are
   paused (until their tables are restored); the ones kept stay active.
 
-:func:`incremental` says whether the rebalance under way is such a one: the
-restorer then restores only what was added and seeks only the partitions
-added (:func:`seek_to_committed`), and a join parks only the tasks given up.
+:func:`rebalance_kind` says how the member takes the rebalance under way
+(the one answer to "is this rebalance incremental?", for the consumer, the
+tables and the restorer alike): ``COOPERATIVE`` while such a rebalance's
+listener calls are made (the restorer then restores only what was added and
+seeks only the partitions added, :func:`seek_to_committed`, and a join parks
+only the tasks given up), ``LOST`` after the member lost its membership,
+``EAGER`` otherwise. :func:`incremental` is ``COOPERATIVE`` as a yes or no.
 
 Private attributes used (faust-streaming 0.15.3), owned here:
 ``Consumer._active_partitions``, ``_paused_partitions``, ``_gap``,
@@ -48,6 +52,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from streamjoin.faust.kafka.consumer import forget_offsets, note_committed
 from streamjoin.faust.kafka.session import aiokafka_consumer, call_in_consumer_thread
+from streamjoin.lifecycle.rebalance import RebalanceKind
 
 if TYPE_CHECKING:
     from faust.transport.consumer import Consumer
@@ -58,6 +63,7 @@ __all__ = [
     "assign",
     "drop_queued",
     "incremental",
+    "rebalance_kind",
     "restamp_queued",
     "revoke",
     "seek_to_committed",
@@ -116,11 +122,43 @@ class Generations:
         message.generation_id = generation
 
 
+def rebalance_kind(app_or_consumer: AppT | ConsumerT) -> RebalanceKind:
+    """How the member takes the rebalance under way, read from the
+    :class:`~.cooperative.Cooperation` of the app's (or this) consumer:
+
+    * ``COOPERATIVE``: its coordinator completes a cooperative rebalance (the
+      listener's revoke and assign calls are being made; the partitions not
+      given up kept running), unless the app is stopping: a stopping app
+      gives everything up, as faust does;
+    * ``LOST``: the coordinator reset the member's generation (its session
+      expired, or it was fenced) and no join has completed since: everything
+      it owned is given up without a handover;
+    * ``EAGER``: anything else (an eager group, faust's own transport, a
+      consumer not started).
+
+    A loss while a cooperative rebalance's calls are made does not change
+    them: ``COOPERATIVE`` until they are done, then ``LOST``.
+    """
+    from faust.types import ConsumerT as FaustConsumer
+
+    if isinstance(app_or_consumer, FaustConsumer):
+        consumer, app = app_or_consumer, cast("Consumer", app_or_consumer).app
+    else:
+        consumer, app = app_or_consumer.consumer, app_or_consumer
+    cooperation = getattr(consumer, "cooperation", None)
+    if cooperation is None:
+        return RebalanceKind.EAGER
+    if cooperation.incremental and not app.should_stop:
+        return RebalanceKind.COOPERATIVE
+    if cooperation.membership_lost:
+        return RebalanceKind.LOST
+    return RebalanceKind.EAGER
+
+
 def incremental(app: AppT) -> bool:
     """Is a cooperative rebalance under way in which the partitions not given
-    up kept running (its revoke and assign calls are being made)?"""
-    cooperation = getattr(app.consumer, "cooperation", None)
-    return bool(getattr(cooperation, "incremental", False))
+    up kept running (:func:`rebalance_kind` is ``COOPERATIVE``)?"""
+    return rebalance_kind(app) is RebalanceKind.COOPERATIVE
 
 
 async def revoke(consumer: ConsumerT, revoked: set[TP]) -> None:

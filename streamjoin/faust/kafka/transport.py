@@ -52,6 +52,7 @@ from faust.types import TP
 from streamjoin.faust.kafka import incremental
 from streamjoin.faust.kafka.cooperative import Cooperation, install_cooperative
 from streamjoin.faust.kafka.session import aiokafka_consumer, group_coordinator
+from streamjoin.lifecycle.rebalance import RebalanceKind
 from streamjoin.membership.settings import MemberSettings
 
 if TYPE_CHECKING:
@@ -211,8 +212,8 @@ class _CooperativeConsumer(_RackConsumer):
         return _CooperativeConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
     def _incremental(self) -> bool:
-        cooperation = self.cooperation
-        return cooperation is not None and cooperation.incremental and not self.app.should_stop
+        """Is the rebalance under way cooperative (:func:`~.incremental.rebalance_kind`)?"""
+        return incremental.rebalance_kind(self) is RebalanceKind.COOPERATIVE
 
     async def on_partitions_revoked(self, revoked: set[TP]) -> None:
         if self._incremental():
