@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, cast
 
 from faust.tables.manager import TableManager as _FaustTableManager
 
-from streamjoin.faust.kafka.incremental import incremental
+from streamjoin.faust.kafka.incremental import rebalance_kind
 from streamjoin.faust.kafka.stores import open_dbs
 from streamjoin.faust.restore.owner_tokens import TaskOwnership
 from streamjoin.faust.restore.rebalance import RebalanceOwner, RebalanceParticipant
@@ -78,7 +78,7 @@ class TableManager(_FaustTableManager):
 
     def _kind(self) -> RebalanceKind:
         """How the rebalance under way goes (asked once per call from faust)."""
-        return RebalanceKind.COOPERATIVE if incremental(self.app) else RebalanceKind.EAGER
+        return rebalance_kind(self.app)
 
     async def on_rebalance(
         self, assigned: set[TP], revoked: set[TP], newly_assigned: set[TP], generation_id: int = 0
