@@ -26,16 +26,11 @@ it decides, over the consumer's :class:`Cooperation`:
   (``gives_up_an_owner`` decides): the follow-up rebalance hands them to
   their new owner (the leader withholds them until then; replicas are never
   withheld, so giving up only a standby needs no follow-up);
-* **pace** (``request_rejoin``; ``rejoin_delay`` decides): a rejoin asked
-  for less than :data:`REJOIN_PACE_S` after the member got its assignment
-  (the follow-up, a warm-up that caught up, a subscription change) waits
-  until then, so that the other members of the generation get their own
-  assignment first. Kafka answers every member's SyncGroup once the
-  leader's arrives; the embedded broker answers a follower's up to about a
-  second later, and a JoinGroup meanwhile made that SyncGroup fail: the
-  generation then completed without that member, whose rejoin started the
-  next one, and so on (a scale-out of the rebalance benchmark once took 12
-  rebalances). A member that lost its membership rejoins at once;
+* **pace** (``request_rejoin``; ``rejoin_delay`` decides): a rejoin the
+  member asks for (the follow-up, a warm-up that caught up, a subscription
+  change) is sent at once, unless a generation lately completed without
+  the member (``paces``); see *The rejoin pace* below. A member that lost its membership
+  rejoins at once;
 * **membership lost** (``lose_membership``): after the coordinator reset the
   member's generation (its session expired, or it was fenced) everything it
   owned is revoked before it rejoins, as in an eager rebalance; the next
@@ -49,12 +44,51 @@ partition up before it takes the new assignment; that is not a lost
 membership: the member kept it, and the group turns cooperative again once
 every member offers :data:`PROTOCOL`.
 
+The rejoin pace
+---------------
+
+Kafka answers every member's SyncGroup once the leader's arrives, so a
+member that has its assignment can rejoin at once: the others have theirs.
+The embedded broker (Tansu) answers a follower's SyncGroup up to about a
+second after the leader's, and a JoinGroup meanwhile fails it ("rebalance in
+progress"): the generation completes without that member, whose rejoin
+then starts the next one, and so on (a scale-out of the rebalance benchmark
+once took 12 rebalances, when every follow-up was sent 0.5 s after the
+assignment). The rule:
+
+* a member that **missed a generation** paces its rejoins for its next
+  :data:`MISSED_MEMORY` rebalances: one asked for less than
+  :data:`REJOIN_PACE_S` after it got its assignment waits until then (and
+  is dropped if a rebalance completed meanwhile, which carried what it was
+  for); every other rejoin is sent at once, so on Kafka a cooperative move
+  waits for nothing;
+* it missed a generation when its SyncGroup failed (aiokafka asks for a
+  rejoin between the answers to its JoinGroup and its SyncGroup:
+  ``note_failed_sync``, the coordinator's generation is then newer than
+  the one the member completed last) or when its next completed join skips
+  a generation (the group formed one without it: ``note_generation``); a
+  generation reset (a lost membership) is not such a miss.
+
+Each member learns from its own SyncGroups only (no member hears of
+another's). On the embedded broker the old owners' SyncGroups are usually
+answered at once (the leader's always), and the new owner's is the late one:
+the old owners' follow-ups, sent at once, fail it (the new owner paces its
+own rejoins from then on), and a scale-out takes one or two rebalances more than with every rejoin
+paced (the rebalance benchmark, docs/benchmarks.rst). On Kafka a SyncGroup
+fails when a member joins while the others sync (a deployment): the members
+it failed then pace for :data:`MISSED_MEMORY` rebalances.
+
 The member offers two protocols, :data:`PROTOCOL` first and then its
 assignor's own name (streamjoin's ``"streamjoin"``) with the same metadata: a
 group with a member that offers only the latter (an older streamjoin worker)
 agrees on it and rebalances eagerly, and once every member
 offers :data:`PROTOCOL` the group turns cooperative without a stop (the
 rolling upgrade). Both protocols run the same assignor.
+
+It is long because the coordinator's steps it replaces share one state and
+the private attributes that ``tests/architecture`` lets this module alone
+touch; the pace's rule (``rejoin_delay``, ``paces`` and the two notes) reads
+public ones only, and could move to a module of its own.
 
 Private attributes used (aiokafka 0.14.0), on the coordinator that
 :func:`~streamjoin.faust.kafka.session.group_coordinator` finds:
@@ -77,7 +111,9 @@ Private attributes used (aiokafka 0.14.0), on the coordinator that
 * public: ``Assignment.state_value(tp).pause()`` (a partition given up
   hands out no record while the listener gives it up),
   ``GroupCoordinator.reset_generation()`` (wrapped: it marks the
-  membership lost), ``request_rejoin()`` (wrapped: paced),
+  membership lost), ``request_rejoin()`` (wrapped: paced; aiokafka calls it
+  after a failed SyncGroup too), ``generation`` (read: the generation the
+  member's latest JoinGroup got),
   ``start_commit_offsets_refresh_task``,
   ``SubscriptionState.assign_from_subscribed``, ``subscription``,
   ``listener``, ``assigned_partitions()``.
@@ -101,14 +137,17 @@ if TYPE_CHECKING:
     from aiokafka import AIOKafkaConsumer
     from aiokafka.structs import TopicPartition
 
-__all__ = ["PROTOCOL", "REJOIN_PACE_S", "Cooperation", "install_cooperative"]
+__all__ = ["MISSED_MEMORY", "PROTOCOL", "REJOIN_PACE_S", "Cooperation", "install_cooperative"]
 
 logger = logging.getLogger(__name__)
 
 #: the protocol name a cooperative member offers first
 PROTOCOL = "streamjoin-cooperative"
-#: seconds after the member got its assignment before a rejoin it asks for is sent
+#: seconds after the member got its assignment before a rejoin it asks for is
+#: sent, in a group that has shown late SyncGroup answers (see the module docstring)
 REJOIN_PACE_S = 1.2
+#: rebalances after the member missed a generation during which its rejoins are paced
+MISSED_MEMORY = 8
 
 
 @dataclass
@@ -137,6 +176,13 @@ class Cooperation:
     #: the event loop's time when the member last got its assignment
     #: (``None``: not yet)
     assigned_at: float | None = None
+    #: the generation of the member's latest completed join (``None``: none yet)
+    generation: int | None = None
+    #: the latest generation that completed without the member (its SyncGroup
+    #: failed, or the group formed it without the member), and ``rebalances``
+    #: then: its rejoins are paced for :data:`MISSED_MEMORY` rebalances
+    missed: int | None = None
+    missed_at: int = 0
 
 
 class _CooperativeProtocol:
@@ -263,8 +309,10 @@ class _CooperativeCoordinator:
             state.giving_up = asyncio.ensure_future(self.prepare_eagerly(owned))
 
     def request_rejoin(self) -> None:
-        """aiokafka's ``request_rejoin``, paced: sent now, or once the other
-        members can have their assignment (:meth:`rejoin_delay`)."""
+        """aiokafka's ``request_rejoin`` (the member's own, or aiokafka's after a
+        failed SyncGroup: :meth:`note_failed_sync`), paced: sent now, or once the
+        other members can have their assignment (:meth:`rejoin_delay`)."""
+        self.note_failed_sync()
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # not from the consumer's loop: nothing to pace by
@@ -285,13 +333,55 @@ class _CooperativeCoordinator:
         loop.call_later(delay, later)
 
     def rejoin_delay(self, now: float) -> float:
-        """Seconds a rejoin asked for at *now* (the loop's time) waits: until
-        :data:`REJOIN_PACE_S` after the member got its assignment; none for a
-        member that lost its membership or has had no assignment yet."""
+        """Seconds a rejoin asked for at *now* (the loop's time) waits: in a group
+        that has shown late SyncGroup answers (:meth:`paces`), until
+        :data:`REJOIN_PACE_S` after the member got its assignment; otherwise
+        none, nor for a member that lost its membership or has no assignment."""
         state = self.state
-        if state.assigned_at is None or state.membership_lost:
+        if state.assigned_at is None or state.membership_lost or not self.paces():
             return 0.0
         return max(0.0, REJOIN_PACE_S - (now - state.assigned_at))
+
+    def paces(self) -> bool:
+        """Did a generation complete without this member (the sign of late
+        SyncGroup answers) in its last :data:`MISSED_MEMORY` rebalances?"""
+        state = self.state
+        return state.missed is not None and state.rebalances - state.missed_at <= MISSED_MEMORY
+
+    def note_failed_sync(self) -> None:
+        """A rejoin asked for between the answers to the member's JoinGroup and
+        to its SyncGroup (its generation is newer than the one it completed
+        last) is aiokafka's, after that SyncGroup failed: that generation
+        completes without the member (a lost membership aside)."""
+        state = self.state
+        joined = self.coordinator.generation
+        completed = -1 if state.generation is None else state.generation
+        if not state.membership_lost and joined > completed:
+            self.missed(joined)
+
+    def note_generation(self, generation: int) -> None:
+        """The member's join of *generation* completed; if its previous one was
+        older than the generation before, that one completed without it."""
+        state = self.state
+        previous = state.generation
+        if previous is not None and generation > previous + 1 and not state.membership_lost:
+            self.missed(generation - 1)
+        state.generation = generation
+
+    def missed(self, generation: int) -> None:
+        """*generation* completed without the member: pace its rejoins for a while."""
+        state = self.state
+        if state.missed == generation:
+            return
+        state.missed, state.missed_at = generation, state.rebalances
+        logger.info(
+            "generation %d completes without this member (its SyncGroup failed, or the "
+            "group formed it without it): for %d rebalances, a rejoin it asks for waits "
+            "until %.1f s after its assignment",
+            generation,
+            MISSED_MEMORY,
+            REJOIN_PACE_S,
+        )
 
     async def complete(
         self, generation: int, member_id: str, protocol: str, member_assignment_bytes: bytes
@@ -300,6 +390,7 @@ class _CooperativeCoordinator:
         completes incrementally (:meth:`complete_incrementally`), any other as
         aiokafka's eager one."""
         state = self.state
+        self.note_generation(generation)
         state.assigned_at = asyncio.get_running_loop().time()
         state.rebalances += 1
         kept_through = state.kept
