@@ -16,7 +16,11 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["WorkerProcess"]
+__all__ = ["EMBEDDED_REJOIN_PACE_MS", "WorkerProcess"]
+
+#: the rejoin pace of workers this launcher starts (on the embedded broker), in
+#: milliseconds: what the fixed pace was before it became opt-in (issue 39)
+EMBEDDED_REJOIN_PACE_MS = "1200"
 
 _CLI = "from streamjoin.cli import main; main()"
 
@@ -64,6 +68,9 @@ class WorkerProcess:
         """Start the worker; the log file is appended to, so restarts keep history."""
         self.datadir.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
+        # the embedded broker answers followers' SyncGroups late: pace rejoins
+        # (streamjoin.faust.kafka.cooperative), unless the caller says otherwise
+        env.setdefault("STREAMJOIN_REJOIN_PACE_MS", EMBEDDED_REJOIN_PACE_MS)
         env.update(self.env)
         if self.cwd is not None:
             env["PYTHONPATH"] = os.pathsep.join(

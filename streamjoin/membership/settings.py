@@ -40,6 +40,7 @@ ENV_NAMES: dict[str, str] = {
     "max_warmup_replicas": "STREAMJOIN_MAX_WARMUP_REPLICAS",
     "rack_traffic_cost": "STREAMJOIN_RACK_TRAFFIC_COST",
     "rack_move_cost": "STREAMJOIN_RACK_MOVE_COST",
+    "rejoin_pace_ms": "STREAMJOIN_REJOIN_PACE_MS",
 }
 
 
@@ -70,6 +71,11 @@ class MemberSettings:
             replica racks).
         rack_move_cost: ``rack_move_cost`` when this member leads: what moving
             a task beyond what balance needs costs, against that traffic (>= 0).
+        rejoin_pace_ms: every rejoin this member asks for itself waits until this
+            many milliseconds after it got its assignment (``None``: only after
+            a generation completed without it; see
+            :mod:`streamjoin.faust.kafka.cooperative`). For brokers that answer
+            followers' SyncGroups late, like the embedded one.
     """
 
     instance_id: str | None = None
@@ -80,6 +86,7 @@ class MemberSettings:
     max_warmup_replicas: int | None = None
     rack_traffic_cost: int = DEFAULT_RACK_TRAFFIC_COST
     rack_move_cost: int = DEFAULT_RACK_MOVE_COST
+    rejoin_pace_ms: int | None = None
 
     def __post_init__(self) -> None:
         cap = self.max_warmup_replicas
@@ -103,6 +110,11 @@ class MemberSettings:
         ):
             if isinstance(cost, bool) or not isinstance(cost, int) or cost < 0:
                 raise MemberSettingsError(f"{name} must be an integer >= 0, got {cost!r}")
+        pace = self.rejoin_pace_ms
+        if pace is not None and (isinstance(pace, bool) or not isinstance(pace, int) or pace < 0):
+            raise MemberSettingsError(
+                f"rejoin pace must be a whole number of milliseconds >= 0 (or unset), got {pace!r}"
+            )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> MemberSettings:
@@ -137,6 +149,9 @@ class MemberSettings:
             ),
             rack_traffic_cost=number("rack_traffic_cost", DEFAULT_RACK_TRAFFIC_COST),
             rack_move_cost=number("rack_move_cost", DEFAULT_RACK_MOVE_COST),
+            rejoin_pace_ms=(
+                None if text("rejoin_pace_ms") is None else number("rejoin_pace_ms", 0)
+            ),
         )
 
     def overridden(

@@ -319,6 +319,7 @@ def test_every_environment_variable_in_the_docs_is_read_by_the_code() -> None:
 
 def test_reference_table_lists_every_worker_option_with_its_variable_and_default() -> None:
     from streamjoin.cli import main
+    from streamjoin.membership.settings import ENV_NAMES
     from streamjoin.worker.options import SASL_PASSWORD_ENV, SSL_KEY_PASSWORD_ENV
 
     worker = main.commands["worker"]
@@ -336,7 +337,8 @@ def test_reference_table_lists_every_worker_option_with_its_variable_and_default
             continue
         flags = re.findall(r"--[a-z][a-z-]*", flag_cell)
         by_flag[flags[0]] = [variable, default, flag_cell]
-    assert env_only == {SASL_PASSWORD_ENV, SSL_KEY_PASSWORD_ENV}
+    # the secrets, and the rejoin pace (for brokers with late SyncGroup answers)
+    assert env_only == {SASL_PASSWORD_ENV, SSL_KEY_PASSWORD_ENV, ENV_NAMES["rejoin_pace_ms"]}
     options = [p for p in worker.params if p.name != "help"]
     for param in options:
         long_flags = [o for o in [*param.opts, *param.secondary_opts] if o.startswith("--")]

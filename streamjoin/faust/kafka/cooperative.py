@@ -78,6 +78,12 @@ paced (the rebalance benchmark, docs/benchmarks.rst). On Kafka a SyncGroup
 fails when a member joins while the others sync (a deployment): the members
 it failed then pace for :data:`MISSED_MEMORY` rebalances.
 
+So a member may be told to pace every rejoin it asks for itself
+(:attr:`Cooperation.fixed_pace`, from ``STREAMJOIN_REJOIN_PACE_MS``): the
+launcher of workers on the embedded broker (``streamjoin/dev/process.py``:
+tests, benchmarks, the demo) sets 1.2 s, what every member did before the
+rule above.
+
 The member offers two protocols, :data:`PROTOCOL` first and then its
 assignor's own name (streamjoin's ``"streamjoin"``) with the same metadata: a
 group with a member that offers only the latter (an older streamjoin worker)
@@ -183,6 +189,9 @@ class Cooperation:
     #: then: its rejoins are paced for :data:`MISSED_MEMORY` rebalances
     missed: int | None = None
     missed_at: int = 0
+    #: seconds every self-asked rejoin waits after the assignment, whatever was
+    #: missed (``STREAMJOIN_REJOIN_PACE_MS``; ``None``: the rule above)
+    fixed_pace: float | None = None
 
 
 class _CooperativeProtocol:
@@ -208,17 +217,23 @@ async def _call(result: Any) -> None:
         await result
 
 
-def install_cooperative(aio: AIOKafkaConsumer) -> Cooperation | None:
+def install_cooperative(
+    aio: AIOKafkaConsumer, fixed_pace: float | None = None
+) -> Cooperation | None:
     """Make *aio*'s group coordinator rebalance cooperatively (see the module
     docstring); returns its :class:`Cooperation`, or ``None`` when *aio* has
-    no group coordinator (yet). Installing twice returns the first one."""
+    no group coordinator (yet). Installing twice returns the first one.
+
+    *fixed_pace* (seconds): pace every rejoin the member asks for itself by
+    that much after its assignment, as a broker that answers followers'
+    SyncGroups late needs (``None``: only after a missed generation)."""
     coordinator = group_coordinator(aio)
     if coordinator is None or not hasattr(coordinator, "_on_join_prepare"):
         return None
     installed: Cooperation | None = getattr(coordinator, "_streamjoin_cooperation", None)
     if installed is not None:
         return installed
-    state = Cooperation()
+    state = Cooperation(fixed_pace=fixed_pace)
     _CooperativeCoordinator(coordinator, state).install()
     return state
 
@@ -338,9 +353,14 @@ class _CooperativeCoordinator:
         :data:`REJOIN_PACE_S` after the member got its assignment; otherwise
         none, nor for a member that lost its membership or has no assignment."""
         state = self.state
-        if state.assigned_at is None or state.membership_lost or not self.paces():
+        if state.assigned_at is None or state.membership_lost:
             return 0.0
-        return max(0.0, REJOIN_PACE_S - (now - state.assigned_at))
+        pace = state.fixed_pace
+        if pace is None:
+            if not self.paces():
+                return 0.0
+            pace = REJOIN_PACE_S
+        return max(0.0, pace - (now - state.assigned_at))
 
     def paces(self) -> bool:
         """Did a generation complete without this member (the sign of late

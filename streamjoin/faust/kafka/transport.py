@@ -100,10 +100,18 @@ class _CooperativeConsumerThread(_RackConsumerThread):
     async def on_start(self) -> None:
         await super().on_start()
         aio = aiokafka_consumer(self.consumer)
-        installed = None if aio is None or self.app.client_only else install_cooperative(aio)
+        settings = getattr(self.app.assignor, "settings", None)
+        pace_ms = settings.rejoin_pace_ms if isinstance(settings, MemberSettings) else None
+        pace = None if pace_ms is None else pace_ms / 1000
+        installed = None if aio is None or self.app.client_only else install_cooperative(aio, pace)
         if installed is not None:
             self.consumer.cooperation = installed  # type: ignore[attr-defined]
-            logger.info("cooperative rebalancing: on (protocol offered first)")
+            logger.info(
+                "cooperative rebalancing: on (protocol offered first; rejoins paced %s)",
+                "after a missed generation"
+                if pace is None
+                else f"{pace:g} s after each assignment",
+            )
 
 
 class _CooperativeListener(driver.ConsumerRebalanceListener):

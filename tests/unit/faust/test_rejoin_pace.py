@@ -184,3 +184,18 @@ async def test_the_first_join_of_a_member_whose_sync_group_failed_paces_later_re
     assert state.missed == 0
     await _join(coordinator, 1)
     assert not await _asked_at_once(coordinator)
+
+
+async def test_a_fixed_pace_paces_every_follow_up_without_a_miss() -> None:
+    """STREAMJOIN_REJOIN_PACE_MS (the embedded broker's launcher sets it): every
+    rejoin the member asks for right after an assignment waits that long."""
+    coordinator = Coordinator()
+    state = install_cooperative(SimpleNamespace(_coordinator=coordinator), PACE)
+    assert state is not None and state.fixed_pace == PACE
+    await _join(coordinator, 0)
+    assigned_at = asyncio.get_running_loop().time()
+    assert not await _asked_at_once(coordinator)
+    await asyncio.sleep(PACE + 0.1)
+    assert len(coordinator.rejoins) == 1 and state.missed is None
+    assert coordinator.rejoins[0] - assigned_at >= PACE - 0.01
+    assert await _asked_at_once(coordinator)  # the pace went by
