@@ -112,6 +112,11 @@ class BatchState:
         self._over_keys.clear()
         self.content.clear()
 
+    def detach(self) -> None:
+        """Forget the batch and the database (the task is dropped, or opened anew)."""
+        self.discard()
+        self.db = None
+
     def _overlay(self, start: bytes, end: bytes) -> list[bytes]:
         """The overlay's keys in ``[start, end)``, in order."""
         if not self._over or start >= end:

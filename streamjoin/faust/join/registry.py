@@ -118,7 +118,7 @@ class TaskRegistry:
         #: next assignment), by partition
         self._live: dict[int, JoinTask] = {}
         self._parked: dict[int, JoinTask] = {}
-        #: partition -> time.time() its batch was ABANDONED
+        #: partition -> time.time() its batch was abandoned, while it is ABANDONED
         self._abandoned_at: dict[int, float] = {}
         self.assigned: frozenset[int] = frozenset()
         self.revoking = False
@@ -160,9 +160,10 @@ class TaskRegistry:
         before = self._states.get(partition, _S.RESTORING)
         if partition in self._states or after is not _S.RESTORING:
             check(f"{self.config.name}/{partition}", before, after)
+        if after is not _S.ABANDONED:  # the abandon's time matters while it lasts
+            self._abandoned_at.pop(partition, None)
         if after is _S.CLOSED:
             self._states.pop(partition, None)
-            self._abandoned_at.pop(partition, None)
         else:
             self._states[partition] = after
 
@@ -175,8 +176,7 @@ class TaskRegistry:
             task = tasks.pop(partition, None)
             if task is not None:
                 dropped += task.waiting
-                task.state.discard()
-                task.state.db = None
+                task.state.detach()
         return dropped
 
     def waiting(self) -> int:
@@ -257,9 +257,11 @@ class TaskRegistry:
                 if tasks.get(partition) is task:
                     del tasks[partition]
             task.unacked_range.clear()
-            task.state.discard()
-            task.state.db = None
-            if self.state(partition) not in (_S.ABANDONED, _S.CLOSED):
+            task.state.detach()
+            state = self.state(partition)
+            if state is _S.CLOSED:
+                continue
+            if state is not _S.ABANDONED:
                 self._move(partition, _S.ABANDONED)
             # what the batch sent may be in the changelog: the task opens again
             # only from a state restored after this (the next rebalance's)
@@ -292,11 +294,7 @@ class TaskRegistry:
     def abandoned(self) -> set[int]:
         """Tasks ABANDONED whose state was not restored since (they do not open
         until it is: :meth:`owned`)."""
-        return {
-            p
-            for p, at in self._abandoned_at.items()
-            if self.state(p) is _S.ABANDONED and not self._restored_after(p, at)
-        }
+        return {p for p, at in self._abandoned_at.items() if not self._restored_after(p, at)}
 
     def _restored_after(self, partition: int, moment: float) -> bool:
         """Was *partition*'s state restored after *moment* (``time.time()``)?"""
@@ -330,7 +328,6 @@ class TaskRegistry:
         task = self._live.get(partition)
         if task is not None:
             return task
-        before = self.state(partition)
         self._move(partition, _S.RUNNING)
         db = self._open_db(partition)
         token = self.token(partition)
@@ -346,8 +343,7 @@ class TaskRegistry:
             logger.info("join %s: task %d goes on where it was (kept)", self.config.name, partition)
             return parked
         if parked is not None:  # its database changed under it: start over from the state
-            parked.state.discard()
-            parked.state.db = None
+            parked.state.detach()
         started = time.monotonic()
         task = self._live[partition] = JoinTask(partition, self.policy, self.config.max_idle_ms)
         task.own(token)
@@ -360,8 +356,6 @@ class TaskRegistry:
             " again (its database changed while parked)" if parked is not None else "",
             time.monotonic() - started,
         )
-        if before is _S.ABANDONED:
-            self._abandoned_at.pop(partition, None)
         return task
 
     # -- rebalances (called by the join, in the rebalance owner's order) ----------------
