@@ -64,11 +64,17 @@ __all__ = ["CooperativeTransport", "RackAwareTransport", "member_rack"]
 logger = logging.getLogger(__name__)
 
 
+def _member_settings(app: AppT) -> MemberSettings | None:
+    """The member settings of *app*'s assignor (``None``: not streamjoin's assignor)."""
+    settings = getattr(app.assignor, "settings", None)
+    return settings if isinstance(settings, MemberSettings) else None
+
+
 def member_rack(app: AppT) -> str | None:
     """The rack *app*'s assignor advertises for this member (``None``: none, or
     not streamjoin's assignor)."""
-    settings = getattr(app.assignor, "settings", None)
-    return settings.rack if isinstance(settings, MemberSettings) else None
+    settings = _member_settings(app)
+    return None if settings is None else settings.rack
 
 
 class _RackConsumerThread(driver.AIOKafkaConsumerThread):
@@ -100,8 +106,8 @@ class _CooperativeConsumerThread(_RackConsumerThread):
     async def on_start(self) -> None:
         await super().on_start()
         aio = aiokafka_consumer(self.consumer)
-        settings = getattr(self.app.assignor, "settings", None)
-        pace_ms = settings.rejoin_pace_ms if isinstance(settings, MemberSettings) else None
+        settings = _member_settings(self.app)
+        pace_ms = None if settings is None else settings.rejoin_pace_ms
         pace = None if pace_ms is None else pace_ms / 1000
         installed = None if aio is None or self.app.client_only else install_cooperative(aio, pace)
         if installed is not None:

@@ -25,7 +25,6 @@ names.
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Protocol
 
 from streamjoin.join.errors import JoinConfigError
@@ -37,8 +36,6 @@ if TYPE_CHECKING:
     from streamjoin.faust.restore.owner_tokens import TaskOwnership
 
 __all__ = ["RebalanceOwner", "RebalanceParticipant"]
-
-logger = logging.getLogger(__name__)
 
 
 class RebalanceParticipant(Protocol):
