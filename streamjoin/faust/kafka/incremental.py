@@ -132,7 +132,8 @@ def rebalance_kind(app_or_consumer: AppT | ConsumerT) -> RebalanceKind:
       gives everything up, as faust does;
     * ``LOST``: the coordinator reset the member's generation (its session
       expired, or it was fenced) and no join has completed since: everything
-      it owned is given up without a handover;
+      it owned is given up, as in an eager rebalance (another member may run
+      it already);
     * ``EAGER``: anything else (an eager group, faust's own transport, a
       consumer not started).
 

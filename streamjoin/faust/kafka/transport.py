@@ -52,7 +52,6 @@ from faust.types import TP
 from streamjoin.faust.kafka import incremental
 from streamjoin.faust.kafka.cooperative import Cooperation, install_cooperative
 from streamjoin.faust.kafka.session import aiokafka_consumer, group_coordinator
-from streamjoin.lifecycle.rebalance import RebalanceKind
 from streamjoin.membership.settings import MemberSettings
 
 if TYPE_CHECKING:
@@ -227,7 +226,7 @@ class _CooperativeConsumer(_RackConsumer):
 
     def _incremental(self) -> bool:
         """Is the rebalance under way cooperative (:func:`~.incremental.rebalance_kind`)?"""
-        return incremental.rebalance_kind(self) is RebalanceKind.COOPERATIVE
+        return incremental.incremental(self.app)
 
     async def on_partitions_revoked(self, revoked: set[TP]) -> None:
         if self._incremental():
