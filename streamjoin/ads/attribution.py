@@ -42,6 +42,7 @@ from streamjoin.ads.events import (
     micros,
     outcome_from_state,
 )
+from streamjoin.ads.impressions import ImpressionStore
 from streamjoin.join.policy import LEFT, RIGHT, SIDES, Late
 from streamjoin.join.state import KVState, MemoryState
 from streamjoin.join.watermarks import Watermarks
@@ -72,50 +73,70 @@ class TaskAttribution:
     The task's content (records, decisions, watermarks) lives in a
     :class:`~streamjoin.join.state.KVState`, so a durable backend survives a
     crash and a new owner rebuilds the task from the changelog. The logic reads
-    a mirror of that content in memory (impressions by join key, clicks by
-    record key) with the due and expiry orders as heaps: the state is only
-    written while records flow, and read once, by :meth:`rebuild_indexes`, when
-    the task opens (call it after a restore). What the mirror holds is what
-    the state holds: records within the retention behind decision time.
+    a mirror of that content in memory (impressions by join key in an
+    :class:`~streamjoin.ads.impressions.ImpressionStore`, clicks by record key)
+    with the due and expiry orders as heaps: the state is only written while
+    records flow, and read once, by :meth:`rebuild_indexes`, when the task
+    opens (call it after a restore). What the mirror holds is what the state
+    holds: records within the retention behind decision time.
 
-    State expires a time segment (an eighth of the retention, :data:`SEGMENTS`)
-    at a time, once all of it is behind the retention. The task also keeps each
+    Impressions are written in chunks, one per time segment and part of a
+    batch, before any click is decided against them; a click's row is written
+    when it is decided, or at the checkpoint if it is still pending then. State
+    expires a time segment (an eighth of the retention, :data:`SEGMENTS`) at a
+    time, once all of it is behind the retention. The task also keeps each
     campaign's counts (impressions stored, clicks billed, spend): the
     records it holds plus what expired, folded into one record per campaign
     before the records go (:meth:`campaign_counts`). They are a view of the
     state, so they are exact whatever a crash cut: a campaign's folded record
     says up to which event time its records are in it, and a record of such a
     segment still in the state (its delete cut off) is not counted twice.
+
+    With ``decide_per_chunk`` the clicks that become due are decided by
+    :meth:`settle`, which the runtime calls after each chunk of records of
+    one input, instead of after every record: the outcomes are the same (a
+    record that is not late cannot change a click already due), and the
+    impressions of a chunk are written as one row per segment.
     """
 
     def __init__(
-        self, window: JoinWindow, state: KVState | None = None, *, auto_checkpoint: bool = True
+        self,
+        window: JoinWindow,
+        state: KVState | None = None,
+        *,
+        auto_checkpoint: bool = True,
+        decide_per_chunk: bool = False,
     ) -> None:
         self.window = window
         #: checkpoint after every record; a runtime that batches sets it False
         #: and calls :meth:`checkpoint` at the end of each batch
         self.auto_checkpoint = auto_checkpoint
+        #: decide due clicks in :meth:`settle` only (and on idleness changes)
+        self.decide_per_chunk = decide_per_chunk
         self.state: KVState = state if state is not None else MemoryState()
         #: the impressions' (left) and clicks' (right) watermarks and the decision time
         self.marks = Watermarks.decode(SIDES, self.state.get(keys.STREAM_TIME))
         self._saved = self.marks.encode()
         self.late_count = 0
-        #: impressions by join key: [ts, id, campaign, cost, billed], (ts, id) order
-        #: (tuples of atoms: the cyclic collector stops tracking them, so a large
-        #: window's state costs its full collections little)
-        self._imps: dict[str, tuple[_Row, ...]] = {}
-        #: record keys of the impressions held (replays are stored once)
-        self._imp_keys: set[bytes] = set()
+        self._segment = max(1, window.retention // SEGMENTS)
+        #: the impressions held (rows are tuples of atoms: the cyclic collector
+        #: stops tracking them, so a large window's state costs its full
+        #: collections little)
+        self.impressions = ImpressionStore(self._segment)
         #: clicks held, by record key: their stored value (``{"o": None}`` while pending)
         self._clicks: dict[bytes, dict[str, Any]] = {}
+        #: record keys of the clicks added since the last checkpoint (written
+        #: then if they are still pending)
+        self._unsaved: list[bytes] = []
         #: pending clicks, (due, ts, key, id): billing order
         self._due: list[tuple[int, int, str, str]] = []
-        #: stored records, (ts, family, key, id): expiry order
-        self._expiry: list[tuple[int, bytes, str, str]] = []
+        #: decided clicks, (expires at, ts, key, id): expiry order (an attributed
+        #: click's row says which impression it billed, so it expires no earlier
+        #: than that impression)
+        self._expiry: list[tuple[int, int, str, str]] = []
         #: records older than this are gone (expired at the last checkpoint), even
         #: when they are still held (a segment expires whole, a little later)
         self._horizon = self._expiry_horizon()
-        self._segment = max(1, window.retention // SEGMENTS)
         #: per campaign: impressions stored, clicks billed, spend
         self.campaigns = CampaignTally()
 
@@ -123,16 +144,12 @@ class TaskAttribution:
     def on_impression(self, imp: Impression) -> list[ClickOutcome | Late]:
         """Add an impression; return what became final (and a Late if it is late)."""
         ts = imp.ts
-        rkey = keys.record_key(keys.IMPRESSION, imp.key, ts, imp.impression_id)
-        if rkey in self._imp_keys and ts >= self._horizon:
+        if ts >= self._horizon and self.impressions.holds(imp.key, ts, imp.impression_id):
             return self._advance(LEFT, ts)  # replayed: stored once
         if self.window.is_late(ts, self.marks.decided):
             self.late_count += 1
             return [Late(imp, "impression", self._now()), *self._advance(LEFT, ts)]
-        self.state.put(
-            rkey, dump_state({"campaign": imp.campaign, "cost": imp.cost, "billed": None})
-        )
-        self._hold_impression(imp.key, ts, imp.impression_id, imp.campaign, imp.cost, None, rkey)
+        self.impressions.add(imp.key, ts, imp.impression_id, imp.campaign, imp.cost)
         self.campaigns.count(imp.campaign, ts, 1, 0, 0)
         return self._advance(LEFT, ts)
 
@@ -150,9 +167,8 @@ class TaskAttribution:
         if self.window.is_late(ts, self.marks.decided):
             self.late_count += 1
             return [Late(click, "click", self._now()), *self._advance(RIGHT, ts)]
-        pending: dict[str, Any] = {"o": None}
-        self.state.put(rkey, dump_state(pending))
-        self._clicks[rkey] = pending
+        self._clicks[rkey] = {"o": None}
+        self._unsaved.append(rkey)
         due = self.window.decided_after(ts)
         heapq.heappush(self._due, (due, ts, click.key, click.click_id))
         return self._advance(RIGHT, ts)
@@ -165,11 +181,23 @@ class TaskAttribution:
         """:meth:`on_click` (the policy protocol's name)."""
         return self.on_click(record)
 
+    def settle(self) -> list[ClickOutcome | Late]:
+        """Decide the clicks the decision time has made due (with
+        ``decide_per_chunk``, the runtime calls it after each chunk of records)."""
+        decided = self.marks.decided
+        if decided is not None and self._due and self._due[0][0] < decided:
+            return list(self._emit(decided))
+        return []
+
     def set_idle(self, side: str, idle: bool) -> list[ClickOutcome | Late]:
         """The runtime reports *side* (``left``/``right``) idle or not; return what
         became final (an idle input leaves the decision time to the other)."""
         self.marks.set_idle(side, idle)
-        return self._advance(None, None)
+        self.marks.advance()
+        out = self.settle()
+        if self.auto_checkpoint:
+            self.checkpoint()
+        return out
 
     @property
     def decision_time(self) -> int | None:
@@ -186,21 +214,37 @@ class TaskAttribution:
         return list(self._emit(keys.MAX_TS + 1))
 
     def checkpoint(self) -> None:
-        """Persist the watermarks and decision time, then expire what they make unnecessary.
+        """Persist what is held in memory only and the watermarks and decision
+        time, then expire what they make unnecessary.
 
-        Until a checkpoint the state holds the watermarks of the previous one,
-        which are never ahead of the records it holds, and nothing is deleted
-        for a decision time that is not persisted first. So a changelog cut
-        anywhere restores a state in which a replayed record is either still
-        there (its outcome is emitted again) or late by the restored decision
-        time (reported), never re-decided against missing records.
+        The impressions added since the last chunk and the clicks still pending
+        are written first. Until a checkpoint the state holds the watermarks of
+        the previous one, which are never ahead of the records it holds, and
+        nothing is deleted for a decision time that is not persisted first. So a
+        changelog cut anywhere restores a state in which a replayed record is
+        either still there (its outcome is emitted again) or late by the
+        restored decision time (reported), never re-decided against missing
+        records.
         """
+        self.impressions.flush(self.state)
+        if self._unsaved:
+            clicks = self._clicks
+            for rkey in self._unsaved:
+                value = clicks.get(rkey)
+                if value is not None and value["o"] is None:
+                    self.state.put(rkey, dump_state(value))
+            self._unsaved.clear()
         encoded = self.marks.encode()
         if encoded != self._saved:
             self.state.put(keys.STREAM_TIME, encoded)
             self._saved = encoded
-            if self.marks.decided is not None:
-                self._expire(self.marks.decided)
+            decided = self.marks.decided
+            if decided is not None:
+                if self._due and self._due[0][0] < decided:
+                    decided = self._due[0][
+                        0
+                    ]  # clicks due and not decided yet need their impressions
+                self._expire(decided)
 
     def rebuild_indexes(self) -> None:
         """Rebuild the mirror and the due and expiry orders from the state's content.
@@ -208,9 +252,8 @@ class TaskAttribution:
         The runtime calls it when a task is opened on a worker (its content
         may just have been restored from the changelog).
         """
-        self._imps.clear()
-        self._imp_keys.clear()
         self._clicks.clear()
+        self._unsaved.clear()
         self._due.clear()
         self._expiry.clear()
         self._horizon = self._expiry_horizon()
@@ -219,28 +262,28 @@ class TaskAttribution:
         for family in (keys.DUE, keys.EXPIRY):
             for key, _ in self.state.scan(*keys.family_range(family)):
                 self.state.delete_index(key)
-        for key, raw in self.state.scan(*keys.family_range(keys.IMPRESSION)):
-            jkey, ts, rid = keys.decode_record_key(key)
-            imp = loads(raw)
-            self._hold_impression(jkey, ts, rid, imp["campaign"], imp["cost"], imp["billed"], key)
-            self.campaigns.count(imp["campaign"], ts, 1, 0, 0)
+        count = self.campaigns.count
+        self.impressions.load(self.state, lambda campaign, ts: count(campaign, ts, 1, 0, 0))
         for key, raw in self.state.scan(*keys.family_range(keys.CLICK)):
             jkey, ts, rid = keys.decode_record_key(key)
             value = loads(raw)
             self._clicks[key] = value
             if value["o"] is None:
                 self._due.append((self.window.decided_after(ts), ts, jkey, rid))
-            else:
-                self._expiry.append((ts, keys.CLICK, jkey, rid))
-                if value["o"] == Outcome.ATTRIBUTED.value:
-                    self.campaigns.count(value["campaign"], ts, 0, 1, micros(value["cost"]))
+                continue
+            expires = ts
+            if value["o"] == Outcome.ATTRIBUTED.value:
+                imp_ts = self.impressions.bill_by_id(jkey, str(value["imp"]), rid)
+                expires = ts if imp_ts is None else max(ts, imp_ts)
+                count(value["campaign"], expires, 0, 1, micros(value["cost"]))
+            self._expiry.append((expires, ts, jkey, rid))
         heapq.heapify(self._due)
         heapq.heapify(self._expiry)
 
     # -- introspection ------------------------------------------------------
     def stored(self) -> int:
         """Records held in state (impressions, undecided and recently decided clicks)."""
-        return len(self._imp_keys) + len(self._clicks)
+        return self.impressions.count + len(self._clicks)
 
     def campaign_counts(self) -> dict[str, CampaignCounts]:
         """Per campaign, what this task stored and billed since it began: impressions
@@ -257,35 +300,19 @@ class TaskAttribution:
         decided = self.marks.decided
         return -1 if decided is None else decided - self.window.retention
 
-    def _hold_impression(
-        self,
-        jkey: str,
-        ts: int,
-        rid: str,
-        campaign: str,
-        cost: float,
-        billed: str | None,
-        rkey: bytes,
-    ) -> None:
-        row: _Row = (ts, rid, campaign, cost, billed)
-        held = self._imps.get(jkey)
-        if held is None:
-            self._imps[jkey] = (row,)
-        else:
-            self._imps[jkey] = tuple(sorted((*held, row), key=_imp_order))
-        self._imp_keys.add(rkey)
-        heapq.heappush(self._expiry, (ts, keys.IMPRESSION, jkey, rid))
-
-    def _advance(self, side: str | None, ts: int | None) -> list[ClickOutcome | Late]:
-        """Note a record at *ts* on *side* (``None``: an idleness change) and
-        decide what the new decision time makes final."""
+    def _advance(self, side: str, ts: int) -> list[ClickOutcome | Late]:
+        """Note a record at *ts* on *side* and, unless ``decide_per_chunk``, decide
+        what the new decision time makes final."""
         before = self.marks.decided
-        if side is not None and ts is not None:
-            decided = self.marks.see(side, ts)
-        else:
-            decided = self.marks.advance()
+        decided = self.marks.see(side, ts)
         out: list[ClickOutcome | Late] = []
-        if decided is not None and decided != before and self._due and self._due[0][0] < decided:
+        if (
+            not self.decide_per_chunk
+            and decided is not None
+            and decided != before
+            and self._due
+            and self._due[0][0] < decided
+        ):
             out.extend(self._emit(decided))
         if self.auto_checkpoint:
             self.checkpoint()
@@ -293,7 +320,10 @@ class TaskAttribution:
 
     def _emit(self, decided: int) -> list[ClickOutcome]:
         """Decide pending clicks whose due time is before *decided*, earliest first
-        (due = ts + before + grace, so (due, ts, key, id) order is billing order)."""
+        (due = ts + before + grace, so (due, ts, key, id) order is billing order).
+        The impressions not written yet are written first: a decided click's row
+        may name one."""
+        self.impressions.flush(self.state)
         out: list[ClickOutcome] = []
         due = self._due
         while due and due[0][0] < decided:
@@ -303,38 +333,28 @@ class TaskAttribution:
 
     def _decide(self, jkey: str, ts: int, click_id: str) -> ClickOutcome:
         # impressions with imp.ts - before <= ts <= imp.ts + after, earliest (ts, id) first
-        lo = ts - self.window.after
-        hi = ts + self.window.before
-        match = None
-        at = 0
-        held = self._imps.get(jkey, ())
-        for i, row in enumerate(held):
-            if row[0] > hi:
-                break
-            if row[0] >= lo:
-                match, at = row, i
-                break
+        match, at = self.impressions.first_match(
+            jkey, ts - self.window.after, ts + self.window.before
+        )
         value: dict[str, Any]
+        expires = ts
         if match is None:
             value = {"o": Outcome.UNATTRIBUTED.value}
         else:
             imp_ts, imp_id, campaign, cost, billed = match
             if billed is None:
                 billed = click_id
-                self._imps[jkey] = (*held[:at], (*match[:4], billed), *held[at + 1 :])
-                self.state.put(
-                    keys.record_key(keys.IMPRESSION, jkey, imp_ts, imp_id),
-                    dump_state({"campaign": campaign, "cost": cost, "billed": billed}),
-                )
+                self.impressions.bill(jkey, at, click_id)
             # billed by this very click (a replay after a partial write) stays billed
             kind = Outcome.ATTRIBUTED if billed == click_id else Outcome.DUPLICATE
             if kind is Outcome.ATTRIBUTED:
-                self.campaigns.count(campaign, ts, 0, 1, micros(cost))
+                expires = max(ts, imp_ts)
+                self.campaigns.count(campaign, expires, 0, 1, micros(cost))
             value = {"o": kind.value, "imp": imp_id, "campaign": campaign, "cost": cost}
         rkey = keys.record_key(keys.CLICK, jkey, ts, click_id)
         self.state.put(rkey, dump_state(value))
         self._clicks[rkey] = value
-        heapq.heappush(self._expiry, (ts, keys.CLICK, jkey, click_id))
+        heapq.heappush(self._expiry, (expires, ts, jkey, click_id))
         return outcome_from_state(jkey, ts, click_id, value)
 
     def _expire(self, decided: int) -> None:
@@ -346,43 +366,24 @@ class TaskAttribution:
         older than decided - retention, nor be a replay of a click that old
         that is not late. Segments entirely older than that go: each campaign
         with records in them gets its folded counts written, then the records
-        are deleted (a state cut between the two still counts each once).
+        are deleted (a state cut between the two still counts each once). An
+        attributed click goes with the impression it billed, if that is later.
         """
         self._horizon = horizon = decided - self.window.retention
         cut = horizon // self._segment * self._segment
         expiry = self._expiry
-        if not expiry or expiry[0][0] >= cut:
+        if not (expiry and expiry[0][0] < cut) and not self.impressions.expires_before(cut):
             return
-        gone = []
         delta: dict[str, list[int]] = {}
+        note = self.campaigns.note
+        gone = self.impressions.expire(cut, lambda campaign, ts: note(delta, campaign, ts, 1, 0, 0))
         while expiry and expiry[0][0] < cut:
-            ts, family, jkey, rid = heapq.heappop(expiry)
-            rkey = keys.record_key(family, jkey, ts, rid)
+            expires, ts, jkey, rid = heapq.heappop(expiry)
+            rkey = keys.record_key(keys.CLICK, jkey, ts, rid)
             gone.append(rkey)
-            if family == keys.IMPRESSION:
-                self._imp_keys.discard(rkey)
-                held = self._imps.get(jkey, ())
-                for i, row in enumerate(held):
-                    if row[0] == ts and row[1] == rid:
-                        held = (*held[:i], *held[i + 1 :])
-                        self.campaigns.note(delta, row[2], ts, 1, 0, 0)
-                        break
-                if held:
-                    self._imps[jkey] = held
-                else:
-                    self._imps.pop(jkey, None)
-            else:
-                value = self._clicks.pop(rkey, None)
-                if value is not None and value["o"] == Outcome.ATTRIBUTED.value:
-                    self.campaigns.note(delta, value["campaign"], ts, 0, 1, micros(value["cost"]))
+            value = self._clicks.pop(rkey, None)
+            if value is not None and value["o"] == Outcome.ATTRIBUTED.value:
+                note(delta, value["campaign"], expires, 0, 1, micros(value["cost"]))
         self.campaigns.fold(delta, cut, self.state)
         for rkey in gone:
             self.state.delete(rkey)
-
-
-#: an impression held in memory: (ts, id, campaign, cost, billed click id or None)
-_Row = tuple[int, str, str, float, str | None]
-
-
-def _imp_order(row: _Row) -> tuple[int, str]:
-    return row[0], row[1]

@@ -100,7 +100,7 @@ def loads(raw: bytes | str) -> Any:
     return json.loads(raw)
 
 
-def dump_state(value: dict[str, object]) -> bytes:
+def dump_state(value: object) -> bytes:
     """Compact JSON of a state value (orjson's when installed: the same
     document, so either reads what the other wrote)."""
     if _orjson is not None:

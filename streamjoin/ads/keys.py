@@ -5,7 +5,8 @@
 family layout                                       value
 ====== ============================================ =========================
 ``t``  ``t``                                        stream time (8 bytes)
-``i``  ``i`` key ts id                              an impression (JSON)
+``s``  ``s`` segment ts id                          impressions of one segment (JSON list)
+``i``  ``i`` key ts id                (before 0.3 only)      an impression (JSON)
 ``c``  ``c`` key ts id                              a click and its outcome
 ``d``  ``d`` ...              (before 0.2 only)      pending click, by due time
 ``x``  ``x`` ...              (before 0.2 only)      expiry order
@@ -15,6 +16,16 @@ family layout                                       value
 
 The due and expiry orders (``d``, ``x``) were RocksDB rows before 0.2; they are
 in memory now, and a task that opens drops rows an earlier version left.
+
+Since 0.3 impressions are stored in *chunks* (``s``): one row holds the
+impressions of one time segment that one part of a batch stored, keyed by the
+segment's start and its first impression (``ts`` and ``id``, unique: an
+impression is stored once), its value a JSON list of ``[key, ts, id, campaign,
+cost]``. An impression is never rewritten: whether a click billed it is read
+from the click's own row (``c``, outcome ``attributed`` and the impression's
+id), and a segment's chunks are deleted whole when it expires. Rows ``i`` of an
+earlier version are still read (their ``billed`` field too) and expire one by
+one.
 """
 
 from __future__ import annotations
@@ -33,6 +44,7 @@ from streamjoin.join.keys import (
 
 __all__ = [
     "CAMPAIGN",
+    "CHUNK",
     "CLICK",
     "DUE",
     "EXPIRY",
@@ -41,6 +53,7 @@ __all__ = [
     "MAX_TS",
     "STREAM_TIME",
     "campaign_key",
+    "chunk_key",
     "decode_campaign",
     "decode_record_key",
     "family_range",
@@ -52,6 +65,7 @@ __all__ = [
 STREAM_TIME = b"t"
 CAMPAIGN = b"k"
 IMPRESSION = b"i"
+CHUNK = b"s"
 CLICK = b"c"
 DUE = b"d"
 EXPIRY = b"x"
@@ -59,7 +73,8 @@ EXPIRY = b"x"
 #: first key byte -> what the family holds (for state reports)
 FAMILY_NAMES: dict[int, str] = {
     STREAM_TIME[0]: "stream time",
-    IMPRESSION[0]: "impressions",
+    IMPRESSION[0]: "impressions (before 0.3)",
+    CHUNK[0]: "impressions",
     CLICK[0]: "clicks",
     DUE[0]: "due index",
     CAMPAIGN[0]: "campaign counts",
@@ -76,3 +91,9 @@ def campaign_key(campaign: str) -> bytes:
 def decode_campaign(raw: bytes) -> str:
     """The campaign of a campaign key."""
     return read_text(raw, 1)[0]
+
+
+def chunk_key(segment: int, ts: int, rid: str) -> bytes:
+    """Key of a chunk of impressions of the segment starting at *segment*, whose
+    first impression is (*ts*, *rid*)."""
+    return CHUNK + ts_bytes(segment) + ts_bytes(ts) + rid.encode()

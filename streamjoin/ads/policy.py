@@ -203,6 +203,7 @@ class AdAttribution:
         return decode_click(key, value)
 
     def task(self, state: KVState) -> PolicyTask[ClickOutcome]:
-        # the runtime checkpoints once per batch, before the batch's input positions
-        logic = TaskAttribution(self.window, state, auto_checkpoint=False)
+        # the runtime checkpoints once per batch, before the batch's input
+        # positions, and settles after each chunk of records of one input
+        logic = TaskAttribution(self.window, state, auto_checkpoint=False, decide_per_chunk=True)
         return PolicyTask(logic, _emission, self.window.grace)

@@ -110,6 +110,11 @@ class TaskLogic(Protocol):
     def on_right(self, record: Any) -> Sequence[Emission]:
         """Add a right record; return what became final."""
 
+    def settle(self) -> Sequence[Emission]:
+        """Return what became final and was not returned yet; the runtime calls
+        it after each chunk of records of one input (a logic may decide once
+        per chunk instead of once per record)."""
+
     def set_idle(self, side: str, idle: bool) -> Sequence[Emission]:
         """The runtime reports input *side* idle (caught up, silent for
         ``max_idle_ms``) or not; return what became final."""
@@ -157,6 +162,8 @@ class ResultLogic(Protocol[R]):
 
     def on_right(self, record: Any) -> list[R | Late]: ...
 
+    def settle(self) -> list[R | Late]: ...
+
     def set_idle(self, side: str, idle: bool) -> list[R | Late]: ...
 
     def rebuild_indexes(self) -> None: ...
@@ -183,6 +190,10 @@ class PolicyTask(Generic[R]):
 
     def on_right(self, record: Any) -> Sequence[Emission]:
         items = self.logic.on_right(record)
+        return self._encode(items) if items else []
+
+    def settle(self) -> Sequence[Emission]:
+        items = self.logic.settle()
         return self._encode(items) if items else []
 
     def set_idle(self, side: str, idle: bool) -> Sequence[Emission]:

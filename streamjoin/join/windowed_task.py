@@ -101,6 +101,10 @@ class TaskWindowedJoin:
         """Add a right record; return what became final."""
         return self._on(Side.RIGHT, record)
 
+    def settle(self) -> list[JoinResult | Late]:
+        """Nothing: this logic returns what became final with each record."""
+        return []
+
     def set_idle(self, side: str, idle: bool) -> list[JoinResult | Late]:
         """The runtime reports input *side* idle or not; return what became final."""
         self.marks.set_idle(side, idle)

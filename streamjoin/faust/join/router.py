@@ -149,6 +149,9 @@ class RecordRouter:
             emitted = feed(decoded)
             if emitted:
                 out.extend(self.route(emitted, record))
+        settled = logic.settle()
+        if settled:
+            out.extend(self.route(settled))
         task.position[side] = position
         stats.processed += applied
         return out

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streamjoin.ads import keys
 from streamjoin.ads.attribution import (
     Click,
     ClickOutcome,
@@ -16,6 +17,7 @@ from streamjoin.ads.attribution import (
     TaskAttribution,
     attribute,
 )
+from streamjoin.ads.events import dump_state
 from streamjoin.join.errors import JoinConfigError
 from streamjoin.join.policy import Late
 from streamjoin.join.state import MemoryState
@@ -211,3 +213,106 @@ def test_a_crash_and_replay_yields_the_same_outcomes_and_no_second_bill(
     # applied (and expired) it: it belongs to the batch that was cut short
     crashed_batch = order[bounds[crashed] : bounds[crashed + 1]]
     assert all(r in crashed_batch for r in replayed_late)
+
+
+def test_a_cut_anywhere_in_a_batch_never_bills_an_impression_twice() -> None:
+    """Per-chunk mode: an impression's chunk reaches the state before the row of a
+    click that billed it (the billing is read back from that row on restore),
+    so whatever prefix of the batch a crash leaves, the replay bills it once."""
+    window = JoinWindow(before=0, after=30, grace=10)
+    batch: list[Impression | Click] = [
+        Impression("a", "i1", 0, "camp", 0.5),
+        Click("a", "k1", 5),
+        Click("a", "k2", 6),
+        Impression("b", "i2", 20, "camp", 0.5),
+        Click("b", "k3", 20),
+    ]
+
+    def run(task: TaskAttribution) -> dict[str, Outcome]:
+        out = []
+        for record in batch:
+            out.extend(
+                task.on_left(record) if isinstance(record, Impression) else task.on_right(record)
+            )  # type: ignore[arg-type]
+        out.extend(task.settle())
+        task.checkpoint()
+        out.extend(task.flush())
+        return {o.click_id: o.outcome for o in out if isinstance(o, ClickOutcome)}
+
+    first = TaskAttribution(window, auto_checkpoint=False, decide_per_chunk=True)
+    assert isinstance(first.state, MemoryState)
+    first.state.record_changelog = True
+    want = run(first)
+    assert want == {"k1": Outcome.ATTRIBUTED, "k2": Outcome.DUPLICATE, "k3": Outcome.ATTRIBUTED}
+    changes = first.state.changelog
+    assert len(changes) >= 4
+    for cut in range(len(changes) + 1):
+        second = TaskAttribution(
+            window,
+            MemoryState.from_changelog(changes[:cut]),
+            auto_checkpoint=False,
+            decide_per_chunk=True,
+        )
+        second.rebuild_indexes()
+        assert run(second) == want, f"cut after {cut} of {len(changes)} changes"
+
+
+def test_a_click_before_its_impression_keeps_the_billing_for_a_restore() -> None:
+    """With ``before`` > 0 a click earlier than its impression may bill it; its row
+    (which says so) must outlive the impression, or a restored task would bill
+    the impression again for a later click."""
+    window = JoinWindow(before=20, after=10, grace=0)
+    batches: list[list[Impression | Click]] = [
+        [
+            Impression("a", "i1", 100, "camp", 0.5),
+            Click("a", "k1", 80),  # bills i1 (100 - 20 <= 80)
+            Click("a", "k2", 110),  # a duplicate of k1, decided after 130
+            Impression("b", "i2", 105, "camp", 0.5),
+        ],
+        # decision time 125: k1 (80) is behind the retention, i1 (100) is not
+        [Impression("b", "i3", 125, "camp", 0.5), Click("b", "k3", 125)],
+        [Impression("b", "i4", 140, "camp", 0.5), Click("b", "k4", 140)],
+    ]
+
+    def feed(task: TaskAttribution, batch: list[Impression | Click]) -> dict[str, Outcome]:
+        out = []
+        for record in batch:
+            out.extend(
+                task.on_left(record) if isinstance(record, Impression) else task.on_right(record)
+            )  # type: ignore[arg-type]
+        out.extend(task.settle())
+        task.checkpoint()
+        return {o.click_id: o.outcome for o in out if isinstance(o, ClickOutcome)}
+
+    first = TaskAttribution(window, auto_checkpoint=False, decide_per_chunk=True)
+    assert feed(first, batches[0]) == {"k1": Outcome.ATTRIBUTED}
+    feed(first, batches[1])
+    second = TaskAttribution(window, first.state, auto_checkpoint=False, decide_per_chunk=True)
+    second.rebuild_indexes()
+    assert feed(second, batches[2])["k2"] is Outcome.DUPLICATE
+
+
+def test_a_state_written_before_impression_chunks_is_read_and_expires() -> None:
+    """Rows of the format before 0.3 (one row per impression, its billing in it)
+    are held, billed and counted as written, and deleted when they expire."""
+    window = JoinWindow(before=0, after=30, grace=10)
+    old = MemoryState()
+    i1 = keys.record_key(keys.IMPRESSION, "a", 100, "i1")
+    old.put(i1, dump_state({"campaign": "camp", "cost": 0.5, "billed": "k1"}))
+    old.put(
+        keys.record_key(keys.CLICK, "a", 105, "k1"),
+        dump_state({"o": "attributed", "imp": "i1", "campaign": "camp", "cost": 0.5}),
+    )
+    task = TaskAttribution(window, old, auto_checkpoint=False, decide_per_chunk=True)
+    task.rebuild_indexes()
+    out = [
+        *task.on_right(Click("a", "k2", 110)),
+        *task.on_left(Impression("b", "i2", 200, "camp", 1.0)),
+    ]
+    out += [*task.on_right(Click("b", "k3", 200)), *task.settle()]
+    task.checkpoint()
+    outcomes = {o.click_id: o.outcome for o in out if isinstance(o, ClickOutcome)}
+    assert outcomes == {"k2": Outcome.DUPLICATE}
+    assert old.get(i1) is None  # expired with its segment (decision time 200)
+    counts = task.campaign_counts()["camp"]
+    assert (counts.impressions, counts.billed_clicks, counts.spend) == (2, 1, 0.5)

@@ -39,7 +39,8 @@ def _keys(db: rocksdict.Rdict) -> int:
 
 def _feed(task: object, record: Impression | Click) -> list[bytes]:
     feed = task.on_left if isinstance(record, Impression) else task.on_right  # type: ignore[attr-defined]
-    return [e.value for e in feed(record)]
+    # each record a chunk of its own: the runtime settles after each chunk
+    return [e.value for e in (*feed(record), *task.settle())]  # type: ignore[attr-defined]
 
 
 def test_state_on_disk_stays_flat_across_many_windows(tmp_path: Path) -> None:

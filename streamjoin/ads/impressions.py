@@ -1,0 +1,199 @@
+"""The impressions one task of the ad join holds: in memory by auction, in state by segment. Pure.
+
+:class:`ImpressionStore` keeps every impression a task holds in memory,
+by join key (the auction id) in ``(ts, id)`` order, which is what a click
+looks up. In the task's state the impressions are stored in *chunks*
+(:func:`streamjoin.ads.keys.chunk_key`): the impressions of one time segment
+added since the last :meth:`ImpressionStore.flush` are one row, written once
+and never rewritten, and a segment's chunks are deleted together when it
+expires. So an impression costs one entry in a JSON list instead of a row,
+a changelog record and a tombstone of its own.
+
+Whether a click billed an impression is not stored with the impression: the
+click's own row says it (outcome ``attributed`` and the impression's id),
+and :meth:`ImpressionStore.bill_by_id` sets it again when a task is rebuilt.
+Rows of the format before 0.3 (one row per impression, ``i``, with a
+``billed`` field) are still read and expire one by one.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+
+from streamjoin.ads import keys
+from streamjoin.ads.events import dump_state, loads
+from streamjoin.join.state import KVState
+
+__all__ = ["ImpressionStore", "Row"]
+
+#: an impression held in memory: (ts, id, campaign, cost, billed click id or None)
+Row = tuple[int, str, str, float, str | None]
+
+#: an impression waiting in an open chunk: [key, ts, id, campaign, cost]
+_Entry = list[str | int | float]
+
+
+class ImpressionStore:
+    """The impressions of one task, with the time segments that expire them.
+
+    Attributes:
+        segment: the length of a time segment (ms); a segment starts at a
+            multiple of it.
+        by_key: join key -> the impressions held, ``(ts, id)`` order.
+        count: how many impressions are held.
+    """
+
+    def __init__(self, segment: int) -> None:
+        self.segment = segment
+        self.by_key: dict[str, tuple[Row, ...]] = {}
+        self.count = 0
+        #: segment start -> (key, ts, id) of the impressions held in its chunks
+        self._segments: dict[int, list[tuple[str, int, str]]] = {}
+        #: segment start -> the keys of its chunks in state
+        self._chunks: dict[int, list[bytes]] = {}
+        #: segment start -> impressions added since the last flush
+        self._open: dict[int, list[_Entry]] = {}
+        #: rows of the format before 0.3 held: (ts, key, id), expiry order
+        self._rows: list[tuple[int, str, str]] = []
+
+    def clear(self) -> None:
+        """Forget everything (the task is rebuilt from its state)."""
+        self.by_key.clear()
+        self.count = 0
+        self._segments.clear()
+        self._chunks.clear()
+        self._open.clear()
+        self._rows.clear()
+
+    def holds(self, jkey: str, ts: int, rid: str) -> bool:
+        """Whether impression *rid* at *ts* of auction *jkey* is held."""
+        held = self.by_key.get(jkey)
+        return held is not None and any(row[0] == ts and row[1] == rid for row in held)
+
+    def add(self, jkey: str, ts: int, rid: str, campaign: str, cost: float) -> None:
+        """Hold a new impression; it goes to state at the next :meth:`flush`."""
+        self._hold(jkey, (ts, rid, campaign, cost, None))
+        segment = ts - ts % self.segment
+        held = self._segments.get(segment)
+        if held is None:
+            self._segments[segment] = [(jkey, ts, rid)]
+            self._open[segment] = [[jkey, ts, rid, campaign, cost]]
+            return
+        held.append((jkey, ts, rid))
+        opened = self._open.get(segment)
+        if opened is None:
+            self._open[segment] = [[jkey, ts, rid, campaign, cost]]
+        else:
+            opened.append([jkey, ts, rid, campaign, cost])
+
+    def flush(self, state: KVState) -> None:
+        """Write the impressions added since the last flush: one chunk per segment.
+
+        A chunk's key names its first impression, which no other chunk holds
+        (an impression is stored once), so a chunk never overwrites another.
+        """
+        if not self._open:
+            return
+        for segment in sorted(self._open):
+            entries = self._open[segment]
+            first = entries[0]
+            key = keys.chunk_key(segment, int(first[1]), str(first[2]))
+            state.put(key, dump_state(entries))
+            self._chunks.setdefault(segment, []).append(key)
+        self._open.clear()
+
+    def first_match(self, jkey: str, lo: int, hi: int) -> tuple[Row | None, int]:
+        """The earliest impression of *jkey* with ``lo <= ts <= hi`` and its index."""
+        for i, row in enumerate(self.by_key.get(jkey, ())):
+            if row[0] > hi:
+                break
+            if row[0] >= lo:
+                return row, i
+        return None, 0
+
+    def bill(self, jkey: str, at: int, click_id: str) -> None:
+        """Note that *click_id* billed the impression at index *at* of *jkey*."""
+        held = self.by_key[jkey]
+        row = held[at]
+        self.by_key[jkey] = (*held[:at], (*row[:4], click_id), *held[at + 1 :])
+
+    def bill_by_id(self, jkey: str, rid: str, click_id: str) -> int | None:
+        """Note that *click_id* billed impression *rid* of *jkey* (read back from
+        the click's row); returns the impression's time, ``None`` if not held."""
+        for i, row in enumerate(self.by_key.get(jkey, ())):
+            if row[1] == rid:
+                if row[4] is None:
+                    self.bill(jkey, i, click_id)
+                return row[0]
+        return None
+
+    def expires_before(self, cut: int) -> bool:
+        """Whether any impression held is before *cut*."""
+        rows = self._rows
+        return any(s < cut for s in self._segments) or bool(rows and rows[0][0] < cut)
+
+    def expire(self, cut: int, gone: Callable[[str, int], None]) -> list[bytes]:
+        """Drop every impression before *cut* (a segment start); *gone* is told each
+        one's campaign and time. Returns the state keys to delete; the caller
+        deletes them once the campaigns' counts are folded. Flush first."""
+        dropped: list[bytes] = []
+        for segment in sorted(s for s in self._segments if s < cut):
+            for jkey, ts, rid in self._segments.pop(segment):
+                row = self._drop(jkey, ts, rid)
+                if row is not None:
+                    gone(row[2], ts)
+            dropped.extend(self._chunks.pop(segment, ()))
+        rows = self._rows
+        while rows and rows[0][0] < cut:
+            ts, jkey, rid = heapq.heappop(rows)
+            row = self._drop(jkey, ts, rid)
+            if row is not None:
+                gone(row[2], ts)
+            dropped.append(keys.record_key(keys.IMPRESSION, jkey, ts, rid))
+        return dropped
+
+    def load(self, state: KVState, counted: Callable[[str, int], None]) -> None:
+        """Hold the impressions of *state* (chunks, and rows of the format before
+        0.3 with their ``billed``); *counted* is told each one's campaign and time."""
+        self.clear()
+        for key, raw in state.scan(*keys.family_range(keys.CHUNK)):
+            segment = int.from_bytes(key[1:9], "big")
+            self._chunks.setdefault(segment, []).append(key)
+            held = self._segments.setdefault(segment, [])
+            for jkey, ts, rid, campaign, cost in loads(raw):
+                self._hold(jkey, (ts, rid, campaign, float(cost), None))
+                held.append((jkey, ts, rid))
+                counted(campaign, ts)
+        for key, raw in state.scan(*keys.family_range(keys.IMPRESSION)):
+            jkey, ts, rid = keys.decode_record_key(key)
+            doc = loads(raw)
+            self._hold(jkey, (ts, rid, doc["campaign"], float(doc["cost"]), doc["billed"]))
+            self._rows.append((ts, jkey, rid))
+            counted(doc["campaign"], ts)
+        heapq.heapify(self._rows)
+
+    def _hold(self, jkey: str, row: Row) -> None:
+        held = self.by_key.get(jkey)
+        if held is None:
+            self.by_key[jkey] = (row,)
+        else:
+            self.by_key[jkey] = tuple(sorted((*held, row), key=_order))
+        self.count += 1
+
+    def _drop(self, jkey: str, ts: int, rid: str) -> Row | None:
+        held = self.by_key.get(jkey, ())
+        for i, row in enumerate(held):
+            if row[0] == ts and row[1] == rid:
+                rest = (*held[:i], *held[i + 1 :])
+                if rest:
+                    self.by_key[jkey] = rest
+                else:
+                    del self.by_key[jkey]
+                self.count -= 1
+                return row
+        return None
+
+
+def _order(row: Row) -> tuple[int, str]:
+    return row[0], row[1]
