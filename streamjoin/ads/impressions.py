@@ -73,14 +73,17 @@ class ImpressionStore:
 
     def add(self, jkey: str, ts: int, rid: str, campaign: str, cost: float) -> None:
         """Hold a new impression; it goes to state at the next :meth:`flush`."""
-        self._hold(jkey, (ts, rid, campaign, cost, None))
+        row: Row = (ts, rid, campaign, cost, None)
+        held = self.by_key.get(jkey)
+        self.by_key[jkey] = (row,) if held is None else tuple(sorted((*held, row), key=_order))
+        self.count += 1
         segment = ts - ts % self.segment
-        held = self._segments.get(segment)
-        if held is None:
+        members = self._segments.get(segment)
+        if members is None:
             self._segments[segment] = [(jkey, ts, rid)]
             self._open[segment] = [[jkey, ts, rid, campaign, cost]]
             return
-        held.append((jkey, ts, rid))
+        members.append((jkey, ts, rid))
         opened = self._open.get(segment)
         if opened is None:
             self._open[segment] = [[jkey, ts, rid, campaign, cost]]
@@ -183,6 +186,13 @@ class ImpressionStore:
 
     def _drop(self, jkey: str, ts: int, rid: str) -> Row | None:
         held = self.by_key.get(jkey, ())
+        if len(held) == 1:  # most auctions have one impression
+            row = held[0]
+            if row[0] == ts and row[1] == rid:
+                del self.by_key[jkey]
+                self.count -= 1
+                return row
+            return None
         for i, row in enumerate(held):
             if row[0] == ts and row[1] == rid:
                 rest = (*held[:i], *held[i + 1 :])

@@ -42,8 +42,25 @@ def _plain(value: Any) -> bool:
     return False
 
 
+def _plain_flat(doc: dict[str, Any]) -> bool:
+    """:func:`_plain` of a document, with its strings checked in one pass (most
+    documents are one level of strings, numbers and ``None``)."""
+    texts = []
+    for key, value in doc.items():
+        if type(key) is not str:
+            return False
+        texts.append(key)
+        kind = type(value)
+        if kind is str:
+            texts.append(value)
+        elif value is not None and not _plain(value):
+            return False
+    joined = "".join(texts)
+    return joined.isascii() and joined.isprintable()
+
+
 def dumps_sorted(doc: dict[str, Any]) -> bytes:
     """``json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()``, faster."""
-    if _plain(doc):
+    if _plain_flat(doc):
         return orjson.dumps(doc, option=_OPTIONS)
     return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()

@@ -73,14 +73,26 @@ class Watermarks:
     def see(self, source: str, ts: int) -> int | None:
         """:meth:`observe` then :meth:`advance`, in one call: the per-record step.
 
-        A record that raises no watermark while every input is active changes
+        A record that raises no watermark on an input that is not idle changes
         nothing, which is most of them: it is answered without recomputing.
         """
-        current = self.marks[source]
-        if self._settled and current is not None and ts <= current and not self.idle:
-            return self.decided
-        self.observe(source, ts)
-        return self.advance()
+        marks = self.marks
+        current = marks[source]
+        idle = self.idle
+        if current is not None and ts <= current:
+            if self._settled and source not in idle:
+                return self.decided
+        else:
+            marks[source] = ts
+        if idle:
+            idle.discard(source)
+        # advance()
+        now = self.current()
+        decided = self.decided
+        if now is not None and (decided is None or now > decided):
+            self.decided = decided = now
+        self._settled = True
+        return decided
 
     def set_idle(self, source: str, idle: bool) -> None:
         """The runtime says whether *source* is idle (see the module docstring)."""
@@ -111,14 +123,19 @@ class Watermarks:
             if None in marks:
                 return None
             return min(marks)  # type: ignore[type-var]
-        active = [s for s in self.inputs if s not in self.idle]
-        if not active:
-            known = [m for m in self.marks.values() if m is not None]
-            return max(known) if known else None
-        values = [self.marks[s] for s in active]
-        if any(m is None for m in values):
-            return None
-        return min(m for m in values if m is not None)
+        idle = self.idle
+        lowest: int | None = None
+        for source, mark in self.marks.items():
+            if source in idle:
+                continue
+            if mark is None:
+                return None
+            if lowest is None or mark < lowest:
+                lowest = mark
+        if lowest is not None:
+            return lowest
+        known = [m for m in self.marks.values() if m is not None]  # every input idle
+        return max(known) if known else None
 
     # -- persistence ---------------------------------------------------------
     def encode(self) -> bytes:
