@@ -48,8 +48,10 @@ class ImpressionStore:
         self.segment = segment
         self.by_key: dict[str, tuple[Row, ...]] = {}
         self.count = 0
-        #: segment start -> (key, ts, id) of the impressions held in its chunks
-        self._segments: dict[int, list[tuple[str, int, str]]] = {}
+        #: segment start -> the join keys of the impressions held in its chunks
+        #: (the key strings the rows are held by: nothing new to allocate, or
+        #: for the cyclic collector to look at, per impression)
+        self._segments: dict[int, list[str]] = {}
         #: segment start -> the keys of its chunks in state
         self._chunks: dict[int, list[bytes]] = {}
         #: segment start -> impressions added since the last flush
@@ -80,10 +82,10 @@ class ImpressionStore:
         segment = ts - ts % self.segment
         members = self._segments.get(segment)
         if members is None:
-            self._segments[segment] = [(jkey, ts, rid)]
+            self._segments[segment] = [jkey]
             self._open[segment] = [[jkey, ts, rid, campaign, cost]]
             return
-        members.append((jkey, ts, rid))
+        members.append(jkey)
         opened = self._open.get(segment)
         if opened is None:
             self._open[segment] = [[jkey, ts, rid, campaign, cost]]
@@ -142,10 +144,8 @@ class ImpressionStore:
         deletes them once the campaigns' counts are folded. Flush first."""
         dropped: list[bytes] = []
         for segment in sorted(s for s in self._segments if s < cut):
-            for jkey, ts, rid in self._segments.pop(segment):
-                row = self._drop(jkey, ts, rid)
-                if row is not None:
-                    gone(row[2], ts)
+            for jkey in self._segments.pop(segment):
+                self._drop_before(jkey, cut, gone)
             dropped.extend(self._chunks.pop(segment, ()))
         rows = self._rows
         while rows and rows[0][0] < cut:
@@ -166,7 +166,7 @@ class ImpressionStore:
             held = self._segments.setdefault(segment, [])
             for jkey, ts, rid, campaign, cost in loads(raw):
                 self._hold(jkey, (ts, rid, campaign, float(cost), None))
-                held.append((jkey, ts, rid))
+                held.append(jkey)
                 counted(campaign, ts)
         for key, raw in state.scan(*keys.family_range(keys.IMPRESSION)):
             jkey, ts, rid = keys.decode_record_key(key)
@@ -183,6 +183,26 @@ class ImpressionStore:
         else:
             self.by_key[jkey] = tuple(sorted((*held, row), key=_order))
         self.count += 1
+
+    def _drop_before(self, jkey: str, cut: int, gone: Callable[[str, int], None]) -> None:
+        """Drop *jkey*'s impressions before *cut* (of the segments that expire:
+        the key's rows of other segments stay)."""
+        held = self.by_key.get(jkey)
+        if held is None:
+            return  # an earlier segment's entry of the same key dropped them
+        if held[-1][0] < cut:  # all of them, most often the only one
+            del self.by_key[jkey]
+            self.count -= len(held)
+            for row in held:
+                gone(row[2], row[0])
+            return
+        kept = tuple(row for row in held if row[0] >= cut)
+        if len(kept) < len(held):
+            self.by_key[jkey] = kept
+            self.count -= len(held) - len(kept)
+            for row in held:
+                if row[0] < cut:
+                    gone(row[2], row[0])
 
     def _drop(self, jkey: str, ts: int, rid: str) -> Row | None:
         held = self.by_key.get(jkey, ())
