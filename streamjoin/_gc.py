@@ -8,11 +8,17 @@ assignment, and a join's operator around each batch.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
+import time
 from collections.abc import AsyncIterator, Iterator
 
-__all__ = ["gc_paused", "gc_paused_async"]
+__all__ = ["BATCH_SCHEDULE", "gc_paused", "gc_paused_async"]
+
+#: a join's batches: under load the collector runs between them, its young
+#: generations once a second and all of them every 10 s (*every*, *full_every*)
+BATCH_SCHEDULE = (1.0, 10.0)
 
 
 @contextlib.contextmanager
@@ -34,7 +40,7 @@ def gc_paused() -> Iterator[None]:
 
 
 @contextlib.asynccontextmanager
-async def gc_paused_async() -> AsyncIterator[None]:
+async def gc_paused_async(every: float = 0.0, full_every: float = 0.0) -> AsyncIterator[None]:
     """Pause the cyclic garbage collector while a join's batch runs, awaits included.
 
     A batch makes tens of thousands of short-lived tuples, lists and dicts
@@ -45,23 +51,84 @@ async def gc_paused_async() -> AsyncIterator[None]:
     of a worker's time on a 1M-record backlog (``python -m benchmarks.join``:
     21,319 records/s collecting, 32,422 paused per batch, 34,597 never
     collecting; docs/benchmarks.rst). Paused, reference counting frees them
-    when the batch ends and the collector runs between batches, so reference
-    cycles are still collected. A pause is process-wide: nested or concurrent
-    pauses (two joins) resume the collector only when the last one ends.
+    when the batch ends. A pause is process-wide: nested or concurrent
+    pauses (two joins) end only when the last one ends.
+
+    Without *every*, the collector runs again between batches. With *every*
+    (seconds), it stays off while batches keep coming, and the last pause to
+    end collects explicitly instead: the two younger generations once *every*
+    s, all three once *full_every* s. So an object is looked at about once
+    before it is freed or promoted, instead of once per young collection
+    (the records a fetch buffered while a batch ran, and the state's new
+    rows, survive several of those): 12% of the worker's samples went to the
+    collector paused per batch only (see docs/benchmarks.rst). When no batch
+    starts for *every* s, the collector runs on its own again, and a
+    collector that was off before the first pause stays off.
     """
     global _pauses
-    if _pauses == 0:
-        _resume.append(gc.isenabled())
-        gc.disable()
+    if _pauses == 0 and not _off.held:
+        _off.take()
     _pauses += 1
     try:
         yield
     finally:
         _pauses -= 1
-        if _pauses == 0 and _resume.pop():
+        if _pauses == 0:
+            _off.after_pause(asyncio.get_running_loop(), every, full_every)
+
+
+class _Collector:
+    """Who switched the collector off, and when it last collected."""
+
+    def __init__(self) -> None:
+        #: whether the collector was on before the pauses took it
+        self.was_on = False
+        #: the collector is kept off between pauses (see *every*)
+        self.held = False
+        self.young_at = self.full_at = 0.0
+        self.timer: asyncio.TimerHandle | None = None
+        self.last_end = 0.0
+
+    def take(self) -> None:
+        self.was_on = gc.isenabled()
+        gc.disable()
+        self.young_at = self.full_at = time.monotonic()
+
+    def after_pause(self, loop: asyncio.AbstractEventLoop, every: float, full_every: float) -> None:
+        if every <= 0 or not self.was_on:
+            self.give_back()
+            return
+        now = self.last_end = time.monotonic()
+        if full_every > 0 and now - self.full_at >= full_every:
+            gc.collect()
+            self.full_at = self.young_at = now
+        elif now - self.young_at >= every:
+            gc.collect(1)
+            self.young_at = now
+        self.held = True
+        if self.timer is None:
+            self.timer = loop.call_later(every, self._check, loop, every)
+
+    def _check(self, loop: asyncio.AbstractEventLoop, every: float) -> None:
+        self.timer = None
+        if not self.held or _pauses:
+            return
+        left = self.last_end + every - time.monotonic()
+        if left > 0:
+            self.timer = loop.call_later(left, self._check, loop, every)
+        else:
+            self.give_back()
+
+    def give_back(self) -> None:
+        """The collector runs on its own again (if it did before the pauses)."""
+        self.held = False
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.was_on:
             gc.enable()
 
 
-#: batches pausing the collector now, and whether it was on before the first
+#: batches pausing the collector now
 _pauses = 0
-_resume: list[bool] = []
+_off = _Collector()

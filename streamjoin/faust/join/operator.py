@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from faust.exceptions import NotReady
 
-from streamjoin._gc import gc_paused_async
+from streamjoin._gc import BATCH_SCHEDULE, gc_paused_async
 from streamjoin._progress import ProgressLog
 from streamjoin._supervise import crash_on_failure
 from streamjoin.faust.join.batch import Batch, make_durable
@@ -362,7 +362,7 @@ class Join:
 
     async def _tick(self) -> None:
         # the cyclic collector waits for the batch to end (see streamjoin._gc)
-        async with self._lock, gc_paused_async():
+        async with self._lock, gc_paused_async(*BATCH_SCHEDULE):
             # a batch that cannot be made durable stops the worker, unless it is
             # stopping already (its producer first)
             await crash_on_failure(
