@@ -30,6 +30,7 @@ from typing import Any
 
 from streamjoin.ads import keys
 from streamjoin.ads.campaigns import CampaignTally
+from streamjoin.ads.clicks import ClickKey, ClickStore
 from streamjoin.ads.events import (
     CampaignCounts,
     Click,
@@ -37,7 +38,6 @@ from streamjoin.ads.events import (
     Impression,
     Outcome,
     attribute,
-    dump_state,
     loads,
     micros,
     outcome_from_state,
@@ -123,17 +123,11 @@ class TaskAttribution:
         #: stops tracking them, so a large window's state costs its full
         #: collections little)
         self.impressions = ImpressionStore(self._segment)
-        #: clicks held, by record key: their stored value (``{"o": None}`` while pending)
-        self._clicks: dict[bytes, dict[str, Any]] = {}
-        #: record keys of the clicks added since the last checkpoint (written
-        #: then if they are still pending)
-        self._unsaved: list[bytes] = []
-        #: pending clicks, (due, ts, key, id): billing order
-        self._due: list[tuple[int, int, str, str]] = []
-        #: decided clicks, (expires at, ts, key, id): expiry order (an attributed
-        #: click's row says which impression it billed, so it expires no earlier
-        #: than that impression)
-        self._expiry: list[tuple[int, int, str, str]] = []
+        #: the clicks held (an attributed click's entry says which impression it
+        #: billed, so it expires no earlier than that impression)
+        self.clicks = ClickStore(self._segment)
+        #: pending clicks, (due, (key, ts, id)): billing order (due = ts + a constant)
+        self._due: list[tuple[int, ClickKey]] = []
         #: records older than this are gone (expired at the last checkpoint), even
         #: when they are still held (a segment expires whole, a little later)
         self._horizon = self._expiry_horizon()
@@ -156,8 +150,8 @@ class TaskAttribution:
     def on_click(self, click: Click) -> list[ClickOutcome | Late]:
         """Add a click; return what became final (and a Late if it is late)."""
         ts = click.ts
-        rkey = keys.record_key(keys.CLICK, click.key, ts, click.click_id)
-        known = self._clicks.get(rkey) if ts >= self._horizon else None
+        ckey = (click.key, ts, click.click_id)
+        known = self.clicks.values.get(ckey) if ts >= self._horizon else None
         if known is not None:
             if known["o"] is None:
                 return self._advance(RIGHT, ts)  # replayed while pending
@@ -167,10 +161,8 @@ class TaskAttribution:
         if self.window.is_late(ts, self.marks.decided):
             self.late_count += 1
             return [Late(click, "click", self._now()), *self._advance(RIGHT, ts)]
-        self._clicks[rkey] = {"o": None}
-        self._unsaved.append(rkey)
-        due = self.window.decided_after(ts)
-        heapq.heappush(self._due, (due, ts, click.key, click.click_id))
+        self.clicks.add_pending(ckey)
+        heapq.heappush(self._due, (self.window.decided_after(ts), ckey))
         return self._advance(RIGHT, ts)
 
     def on_left(self, record: Impression) -> list[ClickOutcome | Late]:
@@ -227,13 +219,7 @@ class TaskAttribution:
         records.
         """
         self.impressions.flush(self.state)
-        if self._unsaved:
-            clicks = self._clicks
-            for rkey in self._unsaved:
-                value = clicks.get(rkey)
-                if value is not None and value["o"] is None:
-                    self.state.put(rkey, dump_state(value))
-            self._unsaved.clear()
+        self.clicks.flush(self.state)
         encoded = self.marks.encode()
         if encoded != self._saved:
             self.state.put(keys.STREAM_TIME, encoded)
@@ -252,10 +238,7 @@ class TaskAttribution:
         The runtime calls it when a task is opened on a worker (its content
         may just have been restored from the changelog).
         """
-        self._clicks.clear()
-        self._unsaved.clear()
         self._due.clear()
-        self._expiry.clear()
         self._horizon = self._expiry_horizon()
         self.campaigns.load(self.state)
         # rows of the due and expiry indexes a version before 0.2 kept in RocksDB
@@ -264,26 +247,19 @@ class TaskAttribution:
                 self.state.delete_index(key)
         count = self.campaigns.count
         self.impressions.load(self.state, lambda campaign, ts: count(campaign, ts, 1, 0, 0))
-        for key, raw in self.state.scan(*keys.family_range(keys.CLICK)):
-            jkey, ts, rid = keys.decode_record_key(key)
-            value = loads(raw)
-            self._clicks[key] = value
-            if value["o"] is None:
-                self._due.append((self.window.decided_after(ts), ts, jkey, rid))
-                continue
-            expires = ts
+
+        def counted(value: dict[str, Any], at: int) -> None:
             if value["o"] == Outcome.ATTRIBUTED.value:
-                imp_ts = self.impressions.bill_by_id(jkey, str(value["imp"]), rid)
-                expires = ts if imp_ts is None else max(ts, imp_ts)
-                count(value["campaign"], expires, 0, 1, micros(value["cost"]))
-            self._expiry.append((expires, ts, jkey, rid))
+                count(value["campaign"], at, 0, 1, micros(value["cost"]))
+
+        pending = self.clicks.load(self.state, self.impressions.bill_by_id, counted)
+        self._due = [(self.window.decided_after(click[1]), click) for click in pending]
         heapq.heapify(self._due)
-        heapq.heapify(self._expiry)
 
     # -- introspection ------------------------------------------------------
     def stored(self) -> int:
         """Records held in state (impressions, undecided and recently decided clicks)."""
-        return self.impressions.count + len(self._clicks)
+        return self.impressions.count + len(self.clicks.values)
 
     def campaign_counts(self) -> dict[str, CampaignCounts]:
         """Per campaign, what this task stored and billed since it began: impressions
@@ -327,11 +303,11 @@ class TaskAttribution:
         out: list[ClickOutcome] = []
         due = self._due
         while due and due[0][0] < decided:
-            _, ts, jkey, click_id = heapq.heappop(due)
-            out.append(self._decide(jkey, ts, click_id))
+            out.append(self._decide(heapq.heappop(due)[1]))
         return out
 
-    def _decide(self, jkey: str, ts: int, click_id: str) -> ClickOutcome:
+    def _decide(self, click: ClickKey) -> ClickOutcome:
+        jkey, ts, click_id = click
         # impressions with imp.ts - before <= ts <= imp.ts + after, earliest (ts, id) first
         match, at = self.impressions.first_match(
             jkey, ts - self.window.after, ts + self.window.before
@@ -349,12 +325,10 @@ class TaskAttribution:
             kind = Outcome.ATTRIBUTED if billed == click_id else Outcome.DUPLICATE
             if kind is Outcome.ATTRIBUTED:
                 expires = max(ts, imp_ts)
-                self.campaigns.count(campaign, expires, 0, 1, micros(cost))
             value = {"o": kind.value, "imp": imp_id, "campaign": campaign, "cost": cost}
-        rkey = keys.record_key(keys.CLICK, jkey, ts, click_id)
-        self.state.put(rkey, dump_state(value))
-        self._clicks[rkey] = value
-        heapq.heappush(self._expiry, (expires, ts, jkey, click_id))
+        segment = self.clicks.decide(click, value, expires)
+        if value["o"] == Outcome.ATTRIBUTED.value:
+            self.campaigns.count(value["campaign"], segment, 0, 1, micros(value["cost"]))
         return outcome_from_state(jkey, ts, click_id, value)
 
     def _expire(self, decided: int) -> None:
@@ -371,19 +345,17 @@ class TaskAttribution:
         """
         self._horizon = horizon = decided - self.window.retention
         cut = horizon // self._segment * self._segment
-        expiry = self._expiry
-        if not (expiry and expiry[0][0] < cut) and not self.impressions.expires_before(cut):
+        if not self.impressions.expires_before(cut) and not self.clicks.expires_before(cut):
             return
         delta: dict[str, list[int]] = {}
         note = self.campaigns.note
+
+        def billed(value: dict[str, Any], at: int) -> None:
+            if value["o"] == Outcome.ATTRIBUTED.value:
+                note(delta, value["campaign"], at, 0, 1, micros(value["cost"]))
+
         gone = self.impressions.expire(cut, lambda campaign, ts: note(delta, campaign, ts, 1, 0, 0))
-        while expiry and expiry[0][0] < cut:
-            expires, ts, jkey, rid = heapq.heappop(expiry)
-            rkey = keys.record_key(keys.CLICK, jkey, ts, rid)
-            gone.append(rkey)
-            value = self._clicks.pop(rkey, None)
-            if value is not None and value["o"] == Outcome.ATTRIBUTED.value:
-                note(delta, value["campaign"], expires, 0, 1, micros(value["cost"]))
+        gone.extend(self.clicks.expire(cut, billed))
         self.campaigns.fold(delta, cut, self.state)
-        for rkey in gone:
-            self.state.delete(rkey)
+        for key in gone:
+            self.state.delete(key)

@@ -103,7 +103,7 @@ class ImpressionStore:
         for segment in sorted(self._open):
             entries = self._open[segment]
             first = entries[0]
-            key = keys.chunk_key(segment, int(first[1]), str(first[2]))
+            key = keys.chunk_key(keys.CHUNK, segment, str(first[0]), int(first[1]), str(first[2]))
             state.put(key, dump_state(entries))
             self._chunks.setdefault(segment, []).append(key)
         self._open.clear()

@@ -5,9 +5,10 @@
 family layout                                       value
 ====== ============================================ =========================
 ``t``  ``t``                                        stream time (8 bytes)
-``s``  ``s`` segment ts id                          impressions of one segment (JSON list)
+``s``  ``s`` segment key ts id                      impressions of one segment (JSON list)
+``v``  ``v`` segment key ts id                      decided clicks of one segment (JSON list)
 ``i``  ``i`` key ts id                (before 0.3 only)      an impression (JSON)
-``c``  ``c`` key ts id                              a click and its outcome
+``c``  ``c`` key ts id                              a pending click (before 0.3: or decided)
 ``d``  ``d`` ...              (before 0.2 only)      pending click, by due time
 ``x``  ``x`` ...              (before 0.2 only)      expiry order
 ``k``  ``k`` campaign                               a campaign's folded counts
@@ -17,15 +18,19 @@ family layout                                       value
 The due and expiry orders (``d``, ``x``) were RocksDB rows before 0.2; they are
 in memory now, and a task that opens drops rows an earlier version left.
 
-Since 0.3 impressions are stored in *chunks* (``s``): one row holds the
-impressions of one time segment that one part of a batch stored, keyed by the
-segment's start and its first impression (``ts`` and ``id``, unique: an
-impression is stored once), its value a JSON list of ``[key, ts, id, campaign,
-cost]``. An impression is never rewritten: whether a click billed it is read
-from the click's own row (``c``, outcome ``attributed`` and the impression's
-id), and a segment's chunks are deleted whole when it expires. Rows ``i`` of an
-earlier version are still read (their ``billed`` field too) and expire one by
-one.
+Since 0.3 impressions and decided clicks are stored in *chunks* (``s``,
+``v``): one row holds the records of one time segment that one part of a
+batch stored, keyed by the segment's start and its first record (``key``,
+``ts`` and ``id``: unique, a record is stored once), its value a JSON list of
+``[key, ts, id, campaign, cost]`` (impressions) or ``[key, ts, id, outcome,
+impression, campaign, cost]`` (clicks). A chunk is never rewritten: whether a
+click billed an impression is read from the click's entry (outcome
+``attributed`` and the impression's id), and a segment's chunks are deleted
+whole when it expires. A click is in the segment of the later of its time and
+that of the impression it billed, so it goes no earlier than that
+impression. Only pending clicks are rows of their own (``c``). Rows ``i`` and
+decided rows ``c`` of an earlier version are still read (an impression's
+``billed`` field too) and expire one by one.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ __all__ = [
     "IMPRESSION",
     "MAX_TS",
     "STREAM_TIME",
+    "VERDICTS",
     "campaign_key",
     "chunk_key",
     "decode_campaign",
@@ -59,6 +65,7 @@ __all__ = [
     "family_range",
     "record_key",
     "record_prefix",
+    "text_bytes",
     "ts_bytes",
 ]
 
@@ -66,6 +73,7 @@ STREAM_TIME = b"t"
 CAMPAIGN = b"k"
 IMPRESSION = b"i"
 CHUNK = b"s"
+VERDICTS = b"v"
 CLICK = b"c"
 DUE = b"d"
 EXPIRY = b"x"
@@ -75,6 +83,7 @@ FAMILY_NAMES: dict[int, str] = {
     STREAM_TIME[0]: "stream time",
     IMPRESSION[0]: "impressions (before 0.3)",
     CHUNK[0]: "impressions",
+    VERDICTS[0]: "decided clicks",
     CLICK[0]: "clicks",
     DUE[0]: "due index",
     CAMPAIGN[0]: "campaign counts",
@@ -93,7 +102,7 @@ def decode_campaign(raw: bytes) -> str:
     return read_text(raw, 1)[0]
 
 
-def chunk_key(segment: int, ts: int, rid: str) -> bytes:
-    """Key of a chunk of impressions of the segment starting at *segment*, whose
-    first impression is (*ts*, *rid*)."""
-    return CHUNK + ts_bytes(segment) + ts_bytes(ts) + rid.encode()
+def chunk_key(family: bytes, segment: int, jkey: str, ts: int, rid: str) -> bytes:
+    """Key of a chunk of *family* (impressions or decided clicks) of the segment
+    starting at *segment*, whose first record is (*jkey*, *ts*, *rid*)."""
+    return family + ts_bytes(segment) + text_bytes(jkey) + ts_bytes(ts) + rid.encode()
