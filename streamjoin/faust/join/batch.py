@@ -5,9 +5,9 @@ records to produce (:attr:`Batch.outputs`) and the tasks whose batch state
 changed (:attr:`Batch.touched`). The operator makes it durable by calling, in
 this order and each only after the previous one returned:
 
-1. :func:`send_outputs_and_content`: the outputs and every touched task's
-   state changes except its input positions are sent together, and all are
-   acknowledged by the broker;
+1. :func:`send_outputs_and_content`: the outputs are sent and acknowledged by
+   the broker, then every touched task's state changes except its input
+   positions are sent and acknowledged;
 2. :func:`send_positions`: the input positions (each task's last changes)
    are sent to the changelog and acknowledged;
 3. and 4. :func:`commit_and_ack`: the same changes go to each task's RocksDB
@@ -43,6 +43,7 @@ __all__ = [
     "send_positions",
 ]
 
+
 @dataclass
 class Batch:
     """What one batch produces: records for the output topics, and the tasks it changed."""
@@ -69,10 +70,19 @@ async def send_outputs_and_content(
     touched: list[JoinTask],
     on_sent: Callable[[], None] = lambda: None,
 ) -> dict[int, int]:
-    """Step 1: send the outputs and every touched task's changes but its input
-    positions, together; wait for all acknowledgements (*on_sent* is called
-    in between). Returns the last changelog offset per partition."""
-    records: list[Record] = [(t, None, k, v, h) for t, k, v, h in outputs]
+    """Step 1: send the outputs and wait for their acknowledgements (*on_sent* is
+    called in between), then send every touched task's changes but its input
+    positions and wait for theirs. Returns the last changelog offset per partition.
+
+    The changes wait for the outputs: an output lost in a crash is emitted
+    again only by a replay that decides it again, and a replay does not decide
+    again what a restored change says is decided (a click that arrived in an
+    earlier batch and was decided in this one is not replayed at all).
+    """
+    sent = await sender.send([(t, None, k, v, h) for t, k, v, h in outputs])
+    on_sent()
+    await acknowledged(sent, changelog_topic)
+    records: list[Record] = []
     for task in touched:
         content = task.state.content
         headers = task.owner_headers
@@ -80,9 +90,7 @@ async def send_outputs_and_content(
             (changelog_topic, task.partition, key, value, headers)
             for key, value in content[: task.positions_at]
         )
-    sent = await sender.send(records)
-    on_sent()
-    return await acknowledged(sent, changelog_topic)
+    return await acknowledged(await sender.send(records), changelog_topic)
 
 
 async def send_positions(

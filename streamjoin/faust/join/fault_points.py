@@ -6,8 +6,9 @@ reaches *point* (``<n>`` defaults to 1). Unset, a point costs one comparison.
 The points, in the order a batch reaches them (see
 :mod:`~streamjoin.faust.join.batch`):
 
-* ``outputs-sent``: step 1's records handed to the producer, not acknowledged;
-* ``outputs-acked``: step 1 acknowledged, the positions not sent;
+* ``outputs-sent``: step 1's outputs handed to the producer, not acknowledged;
+* ``outputs-acked``: step 1 acknowledged (outputs, then state changes), the
+  positions not sent;
 * ``positions-sent``: step 2's records handed to the producer, not acknowledged;
 * ``positions-acked``: step 2 acknowledged, RocksDB not written;
 * ``rocksdb-written``: step 3 done, the input records not acked;
