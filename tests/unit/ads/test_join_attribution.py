@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 
 import pytest
 from hypothesis import given, settings
@@ -24,6 +25,20 @@ from streamjoin.join.state import MemoryState
 from streamjoin.join.window import JoinWindow
 
 WINDOW = JoinWindow(before=0, after=30, grace=10)
+
+
+def _batch(task: TaskAttribution, batch: Sequence[Impression | Click]) -> dict[str, Outcome]:
+    """Feed *batch* as the runtime does in per-chunk mode (one chunk, then the
+    checkpoint); the outcomes it emitted, by click id."""
+    out: list[ClickOutcome | Late] = []
+    for record in batch:
+        if isinstance(record, Impression):
+            out.extend(task.on_left(record))
+        else:
+            out.extend(task.on_right(record))
+    out.extend(task.settle())
+    task.checkpoint()
+    return {o.click_id: o.outcome for o in out if isinstance(o, ClickOutcome)}
 
 
 @st.composite
@@ -229,15 +244,10 @@ def test_a_cut_anywhere_in_a_batch_never_bills_an_impression_twice() -> None:
     ]
 
     def run(task: TaskAttribution) -> dict[str, Outcome]:
-        out = []
-        for record in batch:
-            out.extend(
-                task.on_left(record) if isinstance(record, Impression) else task.on_right(record)
-            )  # type: ignore[arg-type]
-        out.extend(task.settle())
-        task.checkpoint()
-        out.extend(task.flush())
-        return {o.click_id: o.outcome for o in out if isinstance(o, ClickOutcome)}
+        decided = _batch(task, batch)
+        return decided | {
+            o.click_id: o.outcome for o in task.flush() if isinstance(o, ClickOutcome)
+        }
 
     first = TaskAttribution(window, auto_checkpoint=False, decide_per_chunk=True)
     assert isinstance(first.state, MemoryState)
@@ -274,22 +284,12 @@ def test_a_click_before_its_impression_keeps_the_billing_for_a_restore() -> None
         [Impression("b", "i4", 140, "camp", 0.5), Click("b", "k4", 140)],
     ]
 
-    def feed(task: TaskAttribution, batch: list[Impression | Click]) -> dict[str, Outcome]:
-        out = []
-        for record in batch:
-            out.extend(
-                task.on_left(record) if isinstance(record, Impression) else task.on_right(record)
-            )  # type: ignore[arg-type]
-        out.extend(task.settle())
-        task.checkpoint()
-        return {o.click_id: o.outcome for o in out if isinstance(o, ClickOutcome)}
-
     first = TaskAttribution(window, auto_checkpoint=False, decide_per_chunk=True)
-    assert feed(first, batches[0]) == {"k1": Outcome.ATTRIBUTED}
-    feed(first, batches[1])
+    assert _batch(first, batches[0]) == {"k1": Outcome.ATTRIBUTED}
+    _batch(first, batches[1])
     second = TaskAttribution(window, first.state, auto_checkpoint=False, decide_per_chunk=True)
     second.rebuild_indexes()
-    assert feed(second, batches[2])["k2"] is Outcome.DUPLICATE
+    assert _batch(second, batches[2])["k2"] is Outcome.DUPLICATE
 
 
 def test_a_state_written_before_impression_chunks_is_read_and_expires() -> None:
@@ -333,29 +333,19 @@ def test_a_click_pending_across_batches_leaves_one_decided_entry_whatever_the_cu
         Click("b", "k2", 20),
     ]
 
-    def run(task: TaskAttribution, batch: list[Impression | Click]) -> dict[str, Outcome]:
-        out = []
-        for record in batch:
-            out.extend(
-                task.on_left(record) if isinstance(record, Impression) else task.on_right(record)
-            )  # type: ignore[arg-type]
-        out.extend(task.settle())
-        task.checkpoint()
-        return {o.click_id: o.outcome for o in out if isinstance(o, ClickOutcome)}
-
     first = TaskAttribution(window, auto_checkpoint=False, decide_per_chunk=True)
     assert isinstance(first.state, MemoryState)
     first.state.record_changelog = True
-    assert run(first, first_batch) == {}
+    assert _batch(first, first_batch) == {}
     start = len(first.state.changelog)
-    delivered = run(first, second_batch)
+    delivered = _batch(first, second_batch)
     assert delivered == {"k1": Outcome.ATTRIBUTED}
     changes = first.state.changelog
     for cut in range(start, len(changes) + 1):
         restored = MemoryState.from_changelog(changes[:cut])
         second = TaskAttribution(window, restored, auto_checkpoint=False, decide_per_chunk=True)
         second.rebuild_indexes()
-        replayed = run(second, second_batch)
+        replayed = _batch(second, second_batch)
         # a change reaches the changelog only once the batch's outputs are acked:
         # with none of them restored, the replay must emit k1's outcome itself
         emitted = replayed if cut == start else {**delivered, **replayed}

@@ -183,7 +183,7 @@ def _check_ads(
     assert task.campaign_counts() == want
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=800, deadline=None)
 @given(
     ad_events(),
     st.sampled_from(MODES),
@@ -191,6 +191,7 @@ def _check_ads(
     st.lists(st.integers(1, 5), min_size=1, max_size=30),
     st.integers(0, 30),
     st.floats(0, 1),
+    st.integers(0, 6),
 )
 def test_ad_outcomes_equal_the_reference_and_nothing_is_late_for_any_fetch_order(
     data: tuple[list[Impression], list[Click], JoinWindow],
@@ -199,33 +200,12 @@ def test_ad_outcomes_equal_the_reference_and_nothing_is_late_for_any_fetch_order
     sizes: list[int],
     crashed: int,
     cut_at: float,
-) -> None:
-    _check_ads(data, mode, rnd, sizes, crashed, cut_at)
-
-
-@settings(max_examples=400, deadline=None)
-@given(
-    ad_events(),
-    st.sampled_from(MODES),
-    st.randoms(use_true_random=False),
-    st.lists(st.integers(1, 5), min_size=1, max_size=30),
-    st.integers(0, 30),
-    st.floats(0, 1),
-    st.integers(1, 6),
-)
-def test_ad_outcomes_are_the_same_when_clicks_are_decided_once_per_chunk(
-    data: tuple[list[Impression], list[Click], JoinWindow],
-    mode: str,
-    rnd: random.Random,
-    sizes: list[int],
-    crashed: int,
-    cut_at: float,
     chunk: int,
 ) -> None:
-    """The runtime's mode (``decide_per_chunk``): due clicks are decided after each
-    chunk of records only, impressions written as one row per segment and chunk,
-    pending clicks at the checkpoint; the same outcomes and counts, whatever the
-    crash cut, the fetch order and where chunks end."""
+    """Also in the runtime's mode (*chunk* > 0, ``decide_per_chunk``): due clicks
+    decided after each chunk of records only, records written in chunks per
+    segment, pending clicks at the checkpoint; the same outcomes and counts,
+    whatever the crash cut, the fetch order and where chunks end."""
     _check_ads(data, mode, rnd, sizes, crashed, cut_at, chunk)
 
 
