@@ -11,7 +11,7 @@ they replace is deleted after the chunk is written. A click's segment is
 that of the later of its time and the time of the impression it billed: the
 chunk is what says the impression is billed, so it must not go first.
 
-Decided rows of the format before 0.3 (``c`` with an outcome) are still
+Decided rows of the format before 0.2 (``c`` with an outcome) are still
 read, and expire one by one.
 """
 
@@ -58,7 +58,7 @@ class ClickStore:
         self._segments: dict[int, list[ClickKey]] = {}
         #: segment start -> the keys of its chunks in state
         self._chunks: dict[int, list[bytes]] = {}
-        #: decided rows of the format before 0.3: (expires at, ts, key, id)
+        #: decided rows of the format before 0.2: (expires at, ts, key, id)
         self._rows: list[tuple[int, int, str, str]] = []
 
     def clear(self) -> None:

@@ -12,7 +12,7 @@ a changelog record and a tombstone of its own.
 Whether a click billed an impression is not stored with the impression: the
 click's own row says it (outcome ``attributed`` and the impression's id),
 and :meth:`ImpressionStore.bill_by_id` sets it again when a task is rebuilt.
-Rows of the format before 0.3 (one row per impression, ``i``, with a
+Rows of the format before 0.2 (one row per impression, ``i``, with a
 ``billed`` field) are still read and expire one by one.
 """
 
@@ -56,7 +56,7 @@ class ImpressionStore:
         self._chunks: dict[int, list[bytes]] = {}
         #: segment start -> impressions added since the last flush
         self._open: dict[int, list[_Entry]] = {}
-        #: rows of the format before 0.3 held: (ts, key, id), expiry order
+        #: rows of the format before 0.2 held: (ts, key, id), expiry order
         self._rows: list[tuple[int, str, str]] = []
 
     def clear(self) -> None:
@@ -158,7 +158,7 @@ class ImpressionStore:
 
     def load(self, state: KVState, counted: Callable[[str, int], None]) -> None:
         """Hold the impressions of *state* (chunks, and rows of the format before
-        0.3 with their ``billed``); *counted* is told each one's campaign and time."""
+        0.2 with their ``billed``); *counted* is told each one's campaign and time."""
         self.clear()
         for key, raw in state.scan(*keys.family_range(keys.CHUNK)):
             segment = int.from_bytes(key[1:9], "big")

@@ -7,8 +7,8 @@ family layout                                       value
 ``t``  ``t``                                        stream time (8 bytes)
 ``s``  ``s`` segment key ts id                      impressions of one segment (JSON list)
 ``v``  ``v`` segment key ts id                      decided clicks of one segment (JSON list)
-``i``  ``i`` key ts id                (before 0.3 only)      an impression (JSON)
-``c``  ``c`` key ts id                              a pending click (before 0.3: or decided)
+``i``  ``i`` key ts id                (before 0.2 only)      an impression (JSON)
+``c``  ``c`` key ts id                              a pending click (before 0.2: or decided)
 ``d``  ``d`` ...              (before 0.2 only)      pending click, by due time
 ``x``  ``x`` ...              (before 0.2 only)      expiry order
 ``k``  ``k`` campaign                               a campaign's folded counts
@@ -18,7 +18,7 @@ family layout                                       value
 The due and expiry orders (``d``, ``x``) were RocksDB rows before 0.2; they are
 in memory now, and a task that opens drops rows an earlier version left.
 
-Since 0.3 impressions and decided clicks are stored in *chunks* (``s``,
+Since 0.2 impressions and decided clicks are stored in *chunks* (``s``,
 ``v``): one row holds the records of one time segment that one part of a
 batch stored, keyed by the segment's start and its first record (``key``,
 ``ts`` and ``id``: unique, a record is stored once), its value a JSON list of
@@ -81,7 +81,7 @@ EXPIRY = b"x"
 #: first key byte -> what the family holds (for state reports)
 FAMILY_NAMES: dict[int, str] = {
     STREAM_TIME[0]: "stream time",
-    IMPRESSION[0]: "impressions (before 0.3)",
+    IMPRESSION[0]: "impressions (before 0.2)",
     CHUNK[0]: "impressions",
     VERDICTS[0]: "decided clicks",
     CLICK[0]: "clicks",
