@@ -74,15 +74,16 @@ class TaskAttribution:
     :class:`~streamjoin.join.state.KVState`, so a durable backend survives a
     crash and a new owner rebuilds the task from the changelog. The logic reads
     a mirror of that content in memory (impressions by join key in an
-    :class:`~streamjoin.ads.impressions.ImpressionStore`, clicks by record key)
-    with the due and expiry orders as heaps: the state is only written while
+    :class:`~streamjoin.ads.impressions.ImpressionStore`, clicks by identity in
+    a :class:`~streamjoin.ads.clicks.ClickStore`) with the due order as a
+    heap and the expiry order by time segment: the state is only written while
     records flow, and read once, by :meth:`rebuild_indexes`, when the task
     opens (call it after a restore). What the mirror holds is what the state
     holds: records within the retention behind decision time.
 
-    Impressions are written in chunks, one per time segment and part of a
-    batch, before any click is decided against them; a click's row is written
-    when it is decided, or at the checkpoint if it is still pending then. State
+    Impressions and decided clicks are written in chunks, one per time segment
+    and part of a batch, impressions before any click is decided against them;
+    a click still pending at the checkpoint is written as a row of its own. State
     expires a time segment (an eighth of the retention, :data:`SEGMENTS`) at a
     time, once all of it is behind the retention. The task also keeps each
     campaign's counts (impressions stored, clicks billed, spend): the
@@ -226,10 +227,10 @@ class TaskAttribution:
             self._saved = encoded
             decided = self.marks.decided
             if decided is not None:
-                if self._due and self._due[0][0] < decided:
-                    decided = self._due[0][
-                        0
-                    ]  # clicks due and not decided yet need their impressions
+                due = self._due
+                if due and due[0][0] < decided:
+                    # clicks due and not decided yet still need their impressions
+                    decided = due[0][0]
                 self._expire(decided)
 
     def rebuild_indexes(self) -> None:
