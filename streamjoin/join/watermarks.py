@@ -76,23 +76,11 @@ class Watermarks:
         A record that raises no watermark on an input that is not idle changes
         nothing, which is most of them: it is answered without recomputing.
         """
-        marks = self.marks
-        current = marks[source]
-        idle = self.idle
-        if current is not None and ts <= current:
-            if self._settled and source not in idle:
-                return self.decided
-        else:
-            marks[source] = ts
-        if idle:
-            idle.discard(source)
-        # advance()
-        now = self.current()
-        decided = self.decided
-        if now is not None and (decided is None or now > decided):
-            self.decided = decided = now
-        self._settled = True
-        return decided
+        current = self.marks[source]
+        if self._settled and current is not None and ts <= current and source not in self.idle:
+            return self.decided
+        self.observe(source, ts)
+        return self.advance()
 
     def set_idle(self, source: str, idle: bool) -> None:
         """The runtime says whether *source* is idle (see the module docstring)."""
