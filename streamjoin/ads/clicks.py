@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from streamjoin.ads import keys
+from streamjoin.ads.chunks import SegmentChunks
 from streamjoin.ads.events import Outcome, dump_state, loads
 from streamjoin.join.state import KVState
 
@@ -52,12 +53,8 @@ class ClickStore:
         self._saved: set[ClickKey] = set()
         #: clicks whose pending row is to be deleted at the next flush
         self._stale: list[ClickKey] = []
-        #: segment start -> clicks decided since the last flush, as chunk entries
-        self._open: dict[int, list[list[Any]]] = {}
-        #: segment start -> the decided clicks held in its chunks
-        self._segments: dict[int, list[ClickKey]] = {}
-        #: segment start -> the keys of its chunks in state
-        self._chunks: dict[int, list[bytes]] = {}
+        #: the decided clicks' chunks; a segment's members are its clicks
+        self._chunks: SegmentChunks[ClickKey] = SegmentChunks(keys.VERDICTS)
         #: decided rows of the format before 0.2: (expires at, ts, key, id)
         self._rows: list[tuple[int, int, str, str]] = []
 
@@ -67,8 +64,6 @@ class ClickStore:
         self._unsaved.clear()
         self._saved.clear()
         self._stale.clear()
-        self._open.clear()
-        self._segments.clear()
         self._chunks.clear()
         self._rows.clear()
 
@@ -84,16 +79,7 @@ class ClickStore:
         self.values[key] = value
         segment = expires - expires % self.segment
         entry = [*key, value["o"], value.get("imp"), value.get("campaign"), value.get("cost")]
-        opened = self._open.get(segment)
-        if opened is None:
-            self._open[segment] = [entry]
-        else:
-            opened.append(entry)
-        members = self._segments.get(segment)
-        if members is None:
-            self._segments[segment] = [key]
-        else:
-            members.append(key)
+        self._chunks.add(segment, key, entry)
         if key in self._saved:
             self._saved.discard(key)
             self._stale.append(key)
@@ -103,13 +89,7 @@ class ClickStore:
         """Write the clicks decided since the last flush (one chunk per segment),
         then delete the pending rows they replace, then write the rows of the
         clicks still pending."""
-        for segment in sorted(self._open):
-            entries = self._open[segment]
-            jkey, ts, rid = entries[0][:3]
-            key = keys.chunk_key(keys.VERDICTS, segment, jkey, ts, rid)
-            state.put(key, dump_state(entries))
-            self._chunks.setdefault(segment, []).append(key)
-        self._open.clear()
+        self._chunks.flush(state)
         for stale in self._stale:
             state.delete(keys.record_key(keys.CLICK, *stale))
         self._stale.clear()
@@ -124,7 +104,7 @@ class ClickStore:
     def expires_before(self, cut: int) -> bool:
         """Whether any decided click held expires before *cut*."""
         rows = self._rows
-        return any(s < cut for s in self._segments) or bool(rows and rows[0][0] < cut)
+        return self._chunks.any_before(cut) or bool(rows and rows[0][0] < cut)
 
     def expire(self, cut: int, gone: Callable[[dict[str, Any], int], None]) -> list[bytes]:
         """Drop every decided click that expires before *cut* (a segment start);
@@ -133,12 +113,11 @@ class ClickStore:
         :meth:`~streamjoin.ads.impressions.ImpressionStore.expire`). Flush first."""
         dropped: list[bytes] = []
         values = self.values
-        for segment in sorted(s for s in self._segments if s < cut):
-            for key in self._segments.pop(segment):
+        for segment, members in self._chunks.pop_before(cut, dropped):
+            for key in members:
                 value = values.pop(key, None)
                 if value is not None:
                     gone(value, segment)
-            dropped.extend(self._chunks.pop(segment, ()))
         rows = self._rows
         while rows and rows[0][0] < cut:
             expires, ts, jkey, rid = heapq.heappop(rows)
@@ -163,11 +142,8 @@ class ClickStore:
         """
         self.clear()
         values = self.values
-        for key, raw in state.scan(*keys.family_range(keys.VERDICTS)):
-            segment = int.from_bytes(key[1:9], "big")
-            self._chunks.setdefault(segment, []).append(key)
-            members = self._segments.setdefault(segment, [])
-            for jkey, ts, rid, outcome, imp, campaign, cost in loads(raw):
+        for segment, members, entries in self._chunks.load(state):
+            for jkey, ts, rid, outcome, imp, campaign, cost in entries:
                 click = (jkey, ts, rid)
                 value: dict[str, Any] = {"o": outcome}
                 if outcome != _UNATTRIBUTED:

@@ -22,16 +22,14 @@ import heapq
 from collections.abc import Callable
 
 from streamjoin.ads import keys
-from streamjoin.ads.events import dump_state, loads
+from streamjoin.ads.chunks import SegmentChunks
+from streamjoin.ads.events import loads
 from streamjoin.join.state import KVState
 
 __all__ = ["ImpressionStore", "Row"]
 
 #: an impression held in memory: (ts, id, campaign, cost, billed click id or None)
 Row = tuple[int, str, str, float, str | None]
-
-#: an impression waiting in an open chunk: [key, ts, id, campaign, cost]
-_Entry = list[str | int | float]
 
 
 class ImpressionStore:
@@ -48,14 +46,10 @@ class ImpressionStore:
         self.segment = segment
         self.by_key: dict[str, tuple[Row, ...]] = {}
         self.count = 0
-        #: segment start -> the join keys of the impressions held in its chunks
-        #: (the key strings the rows are held by: nothing new to allocate, or
-        #: for the cyclic collector to look at, per impression)
-        self._segments: dict[int, list[str]] = {}
-        #: segment start -> the keys of its chunks in state
-        self._chunks: dict[int, list[bytes]] = {}
-        #: segment start -> impressions added since the last flush
-        self._open: dict[int, list[_Entry]] = {}
+        #: the impressions' chunks; a segment's members are the join keys of its
+        #: impressions (the key strings the rows are held by: nothing new to
+        #: allocate, or for the cyclic collector to look at, per impression)
+        self._chunks: SegmentChunks[str] = SegmentChunks(keys.CHUNK)
         #: rows of the format before 0.2 held: (ts, key, id), expiry order
         self._rows: list[tuple[int, str, str]] = []
 
@@ -63,9 +57,7 @@ class ImpressionStore:
         """Forget everything (the task is rebuilt from its state)."""
         self.by_key.clear()
         self.count = 0
-        self._segments.clear()
         self._chunks.clear()
-        self._open.clear()
         self._rows.clear()
 
     def holds(self, jkey: str, ts: int, rid: str) -> bool:
@@ -79,34 +71,11 @@ class ImpressionStore:
         held = self.by_key.get(jkey)
         self.by_key[jkey] = (row,) if held is None else tuple(sorted((*held, row), key=_order))
         self.count += 1
-        segment = ts - ts % self.segment
-        members = self._segments.get(segment)
-        if members is None:
-            self._segments[segment] = [jkey]
-            self._open[segment] = [[jkey, ts, rid, campaign, cost]]
-            return
-        members.append(jkey)
-        opened = self._open.get(segment)
-        if opened is None:
-            self._open[segment] = [[jkey, ts, rid, campaign, cost]]
-        else:
-            opened.append([jkey, ts, rid, campaign, cost])
+        self._chunks.add(ts - ts % self.segment, jkey, [jkey, ts, rid, campaign, cost])
 
     def flush(self, state: KVState) -> None:
-        """Write the impressions added since the last flush: one chunk per segment.
-
-        A chunk's key names its first impression, which no other chunk holds
-        (an impression is stored once), so a chunk never overwrites another.
-        """
-        if not self._open:
-            return
-        for segment in sorted(self._open):
-            entries = self._open[segment]
-            first = entries[0]
-            key = keys.chunk_key(keys.CHUNK, segment, str(first[0]), int(first[1]), str(first[2]))
-            state.put(key, dump_state(entries))
-            self._chunks.setdefault(segment, []).append(key)
-        self._open.clear()
+        """Write the impressions added since the last flush: one chunk per segment."""
+        self._chunks.flush(state)
 
     def first_match(self, jkey: str, lo: int, hi: int) -> tuple[Row | None, int]:
         """The earliest impression of *jkey* with ``lo <= ts <= hi`` and its index."""
@@ -136,17 +105,16 @@ class ImpressionStore:
     def expires_before(self, cut: int) -> bool:
         """Whether any impression held is before *cut*."""
         rows = self._rows
-        return any(s < cut for s in self._segments) or bool(rows and rows[0][0] < cut)
+        return self._chunks.any_before(cut) or bool(rows and rows[0][0] < cut)
 
     def expire(self, cut: int, gone: Callable[[str, int], None]) -> list[bytes]:
         """Drop every impression before *cut* (a segment start); *gone* is told each
         one's campaign and time. Returns the state keys to delete; the caller
         deletes them once the campaigns' counts are folded. Flush first."""
         dropped: list[bytes] = []
-        for segment in sorted(s for s in self._segments if s < cut):
-            for jkey in self._segments.pop(segment):
+        for _, members in self._chunks.pop_before(cut, dropped):
+            for jkey in members:
                 self._drop_before(jkey, cut, gone)
-            dropped.extend(self._chunks.pop(segment, ()))
         rows = self._rows
         while rows and rows[0][0] < cut:
             ts, jkey, rid = heapq.heappop(rows)
@@ -160,11 +128,8 @@ class ImpressionStore:
         """Hold the impressions of *state* (chunks, and rows of the format before
         0.2 with their ``billed``); *counted* is told each one's campaign and time."""
         self.clear()
-        for key, raw in state.scan(*keys.family_range(keys.CHUNK)):
-            segment = int.from_bytes(key[1:9], "big")
-            self._chunks.setdefault(segment, []).append(key)
-            held = self._segments.setdefault(segment, [])
-            for jkey, ts, rid, campaign, cost in loads(raw):
+        for _, held, entries in self._chunks.load(state):
+            for jkey, ts, rid, campaign, cost in entries:
                 self._hold(jkey, (ts, rid, campaign, float(cost), None))
                 held.append(jkey)
                 counted(campaign, ts)
