@@ -54,6 +54,12 @@ One run, one embedded broker, three parts (each can be skipped or sized down):
    decision time (the slower input's watermark) passes ``click.ts + grace``, so
    latency is about the grace.
 
+2b. **Takeover.** Two workers share the tasks under paced traffic
+   (``--takeover-rate``); one is killed with SIGKILL and the other takes its
+   tasks over with their backlog. Each task's longest wait from a record's
+   append to its batch, before and after the kill; target: a kept task waits
+   at most one batch longer (``takeover.py``).
+
 3. **State size.** In this process, ``--state-events`` generator events go
    through ``AdAttribution(...).task(BatchState over RocksDB)`` with a window
    so long that nothing expires, committed every ``--state-commit-every``
@@ -88,10 +94,11 @@ from benchmarks.harness.workers import (
     exit_on_sigterm,
     run_directory,
 )
-from benchmarks.join import latency, scaling, state, throughput
+from benchmarks.join import latency, scaling, state, takeover, throughput
 from benchmarks.join.latency import LatencyReport
 from benchmarks.join.scaling import ScalingRun
 from benchmarks.join.state import StateReport
+from benchmarks.join.takeover import TakeoverReport
 from benchmarks.join.throughput import BACKLOG_JITTER_MS, ThroughputReport
 
 
@@ -158,6 +165,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="generator jitter, at most the grace [%(default)s]",
     )
     lat.add_argument("--skip-latency", action="store_true", help="skip part 2")
+    tk = p.add_argument_group("takeover (part 2b)")
+    tk.add_argument("--takeover-rate", type=float, default=8_000.0, help="records/s [%(default)s]")
+    tk.add_argument(
+        "--takeover-before",
+        type=float,
+        default=15.0,
+        help="seconds of traffic before one worker is killed [%(default)s]",
+    )
+    tk.add_argument(
+        "--takeover-after",
+        type=float,
+        default=30.0,
+        help="seconds of traffic after the kill [%(default)s]",
+    )
+    tk.add_argument("--skip-takeover", action="store_true", help="skip part 2b")
     st = p.add_argument_group("state size")
     st.add_argument(
         "--state-events", type=int, default=1_000_000, help="events buffered [%(default)s]"
@@ -231,6 +253,14 @@ def argument_problems(args: argparse.Namespace) -> list[str]:
         f"must be in [0, --latency-grace-ms ({args.latency_grace_ms})] so no record is late",
         args.latency_jitter_ms,
     )
+    for flag in ("takeover_rate", "takeover_before", "takeover_after"):
+        value = getattr(args, flag)
+        need(
+            finite_positive(value),
+            "--" + flag.replace("_", "-"),
+            "must be a positive number",
+            value,
+        )
     need(args.state_events >= 1, "--state-events", "must be >= 1", args.state_events)
     need(
         args.state_commit_every >= 1,
@@ -238,8 +268,10 @@ def argument_problems(args: argparse.Namespace) -> list[str]:
         "must be >= 1",
         args.state_commit_every,
     )
-    if args.skip_throughput and args.skip_latency and args.skip_state:
-        problems.append("--skip-throughput --skip-latency --skip-state: nothing left to run")
+    if args.skip_throughput and args.skip_latency and args.skip_takeover and args.skip_state:
+        problems.append(
+            "--skip-throughput --skip-latency --skip-takeover --skip-state: nothing left to run"
+        )
     return problems
 
 
@@ -248,6 +280,7 @@ def summary_rows(
     lat: LatencyReport | Sequence[LatencyReport] | None,
     st: StateReport | None,
     scaled: Sequence[ScalingRun] = (),
+    took: TakeoverReport | None = None,
 ) -> list[list[str]]:
     """The final table's rows: figure, value, target, verdict."""
     rows = []
@@ -257,6 +290,8 @@ def summary_rows(
         rows.append([f"scaling: {run.label} records/s", fmt_rate(run.rate), "", ""])
     for one in [lat] if isinstance(lat, LatencyReport) else lat or ():
         rows += latency.summary_rows(one)
+    if took is not None:
+        rows += takeover.summary_rows(took)
     if st is not None:
         rows += state.summary_rows(st)
     return rows
@@ -264,9 +299,9 @@ def summary_rows(
 
 def run_on_broker(
     args: argparse.Namespace, workdir: Path, run_id: str
-) -> tuple[ThroughputReport | None, list[ScalingRun], list[LatencyReport]]:
-    """Parts 1, 1b and 2, on one embedded broker."""
-    tp = None
+) -> tuple[ThroughputReport | None, list[ScalingRun], list[LatencyReport], TakeoverReport | None]:
+    """Parts 1, 1b, 2 and 2b, on one embedded broker."""
+    tp = took = None
     scaled: list[ScalingRun] = []
     lats: list[LatencyReport] = []
     with embedded_broker() as broker:
@@ -292,7 +327,17 @@ def run_on_broker(
                 latency.print_latency(lat)
                 say()
                 lats.append(lat)
-    return tp, scaled, lats
+        if not args.skip_takeover:
+            per = (
+                tp.backlog.records_per_impression
+                if tp
+                else latency.records_per_impression(args.seed)
+            )
+            took = takeover.run_takeover(args, broker, workdir, run_id, per)
+            say()
+            takeover.print_takeover(took)
+            say()
+    return tp, scaled, lats, took
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -304,10 +349,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     tp = st = None
     scaled: list[ScalingRun] = []
     lats: list[LatencyReport] = []
+    took = None
     try:
         with run_directory("sj-bench-join-", keep=args.keep) as workdir:
-            if not (args.skip_throughput and args.skip_latency):
-                tp, scaled, lats = run_on_broker(args, workdir, run_id)
+            if not (args.skip_throughput and args.skip_latency and args.skip_takeover):
+                tp, scaled, lats, took = run_on_broker(args, workdir, run_id)
             if not args.skip_state:
                 st = state.run_state(args, workdir)
                 say()
@@ -317,7 +363,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         say(f"error: {exc}")
         return 2
     say("summary")
-    rows = summary_rows(tp, lats, st, scaled)
+    rows = summary_rows(tp, lats, st, scaled, took)
     say(render_table(["figure", "value", "target", "verdict"], rows))
     ok = all(row[3] != verdict(False) for row in rows)
     return 0 if ok else 1

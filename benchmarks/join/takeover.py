@@ -1,0 +1,307 @@
+"""Join benchmark, part 2b: do a worker's kept tasks wait behind the backlog of tasks it takes over?
+
+Two workers of the ad app (the join alone) share the input's tasks while the
+generator's events are produced in real time at ``--takeover-rate`` records/s.
+After ``--takeover-before`` seconds one worker is killed (SIGKILL to its
+process group); the other takes its tasks over once the group notices
+(session timeout), and with them the backlog that built up meanwhile. Traffic
+goes on for ``--takeover-after`` seconds more.
+
+A record's **wait** is the time from its append (the producer's ack, here)
+to the first look at the surviving worker's ``GET /streamjoin/joins/`` (every
+0.1 s) whose task position is past its offset: the record was taken into a
+batch. Per task the table gives the longest wait before the kill and after
+it; a task the survivor owned before the kill is **kept**, the others were
+**taken over**. The survivor's batches show in its ``stats.batches``: the
+longest time between two looks that saw the count change is at least its
+longest batch.
+
+The target (issue 38): a kept task's records never wait behind the taken-over
+tasks' backlog for longer than one batch, that is, its longest wait after the
+kill is at most its longest wait before plus the survivor's longest batch.
+The look itself is answered between batches, so waits are measured to within
+a look's interval plus a batch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import bisect
+import collections
+import itertools
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.harness import ads
+from benchmarks.harness.kafka import create_topics
+from benchmarks.harness.report import Progress, render_table, say, verdict
+from benchmarks.harness.workers import BenchError, Workers
+from streamjoin.dev.broker import EmbeddedBroker
+
+#: (partition, side) -> (offset, monotonic time of its ack) of every record appended
+Appended = dict[tuple[int, str], list[tuple[int, float]]]
+
+#: seconds between looks at the surviving worker's join
+LOOK_INTERVAL_S = 0.1
+#: seconds the workers get to start and share the tasks
+START_TIMEOUT_S = 120.0
+#: seconds the survivor gets to apply everything produced, after the traffic
+DRAIN_TIMEOUT_S = 60.0
+
+
+@dataclass
+class Look:
+    """One answer of the survivor: when, its tasks' positions, its batch count."""
+
+    at: float
+    #: task -> side -> next offset to apply
+    positions: dict[int, dict[str, int | None]]
+    batches: int
+
+
+@dataclass
+class TakeoverReport:
+    record_rate: float
+    kept: list[int]
+    taken: list[int]
+    killed_at: float
+    #: task -> (longest wait before the kill, longest wait after it), seconds
+    waits: dict[int, tuple[float, float]] = field(default_factory=dict)
+    #: records of each task appended before the kill and applied only after it
+    backlog: dict[int, int] = field(default_factory=dict)
+    #: the survivor's longest batch after the kill (seconds, a lower bound)
+    longest_batch: float = 0.0
+    #: records produced but never seen applied (the survivor fell behind the drain timeout)
+    unapplied: int = 0
+
+    @property
+    def kept_extra(self) -> float:
+        """The most any kept task waited after the kill beyond its wait before it."""
+        return max((self.waits[t][1] - self.waits[t][0] for t in self.kept), default=0.0)
+
+    @property
+    def ok(self) -> bool:
+        return not self.unapplied and self.kept_extra <= self.longest_batch + LOOK_INTERVAL_S
+
+
+def _tasks(workers: Workers, name: str) -> list[int]:
+    doc = workers.get(name, "/streamjoin/joins/") or {}
+    return sorted(int(t) for t in doc.get(ads.JOIN_NAME, {}).get("tasks", {}))
+
+
+def _look(workers: Workers, name: str) -> Look | None:
+    doc = workers.get(name, "/streamjoin/joins/")
+    at = time.monotonic()
+    try:
+        join = doc[ads.JOIN_NAME]  # type: ignore[index]
+        positions = {int(t): dict(v["position"]) for t, v in join["tasks"].items()}
+        return Look(at, positions, int(join["stats"]["batches"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _watch(workers: Workers, name: str, looks: list[Look], stop: threading.Event) -> None:
+    while not stop.is_set():
+        look = _look(workers, name)
+        if look is not None:
+            looks.append(look)
+        stop.wait(LOOK_INTERVAL_S)
+
+
+async def _produce(bootstrap: str, config: Any, sides: dict[str, str], appended: Appended) -> None:
+    """Produce *config*'s events paced on the wall clock; note each one's
+    (offset, monotonic ack time) per (partition, side)."""
+    from aiokafka import AIOKafkaProducer
+
+    from streamjoin.ads import generator
+
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=2)
+    await producer.start()
+    in_flight: collections.deque[asyncio.Future[Any]] = collections.deque()
+
+    def note(side: str, future: asyncio.Future[Any]) -> None:
+        if not future.cancelled() and future.exception() is None:
+            meta = future.result()
+            appended[(meta.partition, side)].append((meta.offset, time.monotonic()))
+
+    try:
+        started = time.monotonic()
+        progress = Progress(started)
+        for sent, event in enumerate(generator.generate(config), 1):
+            delay = event.arrival_ms / 1000 - time.time()
+            if delay > 0.002:
+                await asyncio.sleep(delay)
+            future = await producer.send(
+                event.topic, event.value, key=event.key, timestamp_ms=event.timestamp_ms
+            )
+            side = sides[event.topic]
+            future.add_done_callback(lambda f, s=side: note(s, f))
+            in_flight.append(future)
+            while in_flight and in_flight[0].done():
+                in_flight.popleft().result()  # raises a failed send
+            if progress.due(time.monotonic()):
+                say(f"  {time.monotonic() - started:.0f}s: {sent:,} records sent")
+        await asyncio.gather(*in_flight)
+    finally:
+        await producer.stop()
+
+
+def _waits(
+    looks: list[Look],
+    appended: Appended,
+    killed_at: float,
+    report: TakeoverReport,
+) -> None:
+    """Each task's longest wait before and after the kill (see the module docstring)."""
+    for (task, side), records in sorted(appended.items()):
+        records.sort()
+        # positions only grow: walk the looks once per (task, side)
+        marks = [(look.at, look.positions.get(task, {}).get(side) or -1) for look in looks]
+        times = [at for at, _ in marks]
+        i = 0
+        before, after = report.waits.get(task, (0.0, 0.0))
+        for offset, acked in records:
+            start = bisect.bisect_left(times, acked)
+            i = max(i, start)
+            while i < len(marks) and marks[i][1] <= offset:
+                i += 1
+            if i == len(marks):
+                report.unapplied += 1
+                continue
+            applied = marks[i][0]
+            if acked >= killed_at:
+                after = max(after, applied - acked)
+            elif applied < killed_at:
+                before = max(before, applied - acked)
+            else:
+                report.backlog[task] = report.backlog.get(task, 0) + 1
+        report.waits[task] = (before, after)
+
+
+def _longest_batch(looks: list[Look], since: float) -> float:
+    """The longest time between two looks (after *since*) that saw the batch count change."""
+    changes = [
+        b.at for a, b in itertools.pairwise(looks) if b.batches != a.batches and b.at >= since
+    ]
+    return max((b - a for a, b in itertools.pairwise(changes)), default=0.0)
+
+
+def run_takeover(
+    args: argparse.Namespace,
+    broker: EmbeddedBroker,
+    workdir: Path,
+    run_id: str,
+    per_impression: float,
+) -> TakeoverReport:
+    """The run (see the module docstring)."""
+    from streamjoin.ads import generator
+
+    rate = args.takeover_rate
+    say(
+        f"takeover: 2 workers, {rate:,.0f} records/s, one killed after "
+        f"{args.takeover_before:g}s, {args.takeover_after:g}s more ..."
+    )
+    config = ads.settings(f"{run_id}-take", f"{run_id}-take-", args.partitions, 2_000)
+    topics = config.topics
+    asyncio.run(
+        create_topics(broker.bootstrap, [*topics.inputs, *topics.outcomes], args.partitions)
+    )
+    sides = {topics.impressions: "left", topics.clicks: "right"}
+    with Workers(ads.APP, broker, workdir, config.to_env(), kill=True) as workers:
+        for name in ("survivor", "victim"):
+            workers.start(name)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            workers.check()
+            mine, theirs = _tasks(workers, "survivor"), _tasks(workers, "victim")
+            if mine and theirs and len(mine) + len(theirs) == args.partitions:
+                break
+            if time.monotonic() > deadline:
+                raise BenchError(
+                    f"the two workers did not share the tasks; logs: {workers.log_path}"
+                )
+            time.sleep(0.5)
+        say(f"  survivor runs tasks {mine}, victim {theirs}")
+        looks: list[Look] = []
+        stop = threading.Event()
+        watcher = threading.Thread(target=_watch, args=(workers, "survivor", looks, stop))
+        watcher.start()
+        start_ms = int(time.time() * 1000) + 200
+        traffic = generator.GeneratorConfig(
+            seed=args.seed,
+            duration_ms=round((args.takeover_before + args.takeover_after) * 1000),
+            rate=rate / per_impression,
+            jitter_ms=1_000,
+            malformed_rate=0.0,
+            start_ts_ms=start_ms,
+            tail=False,
+            partitions=args.partitions,
+            impressions_topic=topics.impressions,
+            clicks_topic=topics.clicks,
+        )
+        appended: Appended = collections.defaultdict(list)
+        killed: list[float] = []
+
+        def kill() -> None:
+            time.sleep(max(0.0, start_ms / 1000 + args.takeover_before - time.time()))
+            killed.append(time.monotonic())
+            workers.processes["victim"].kill()
+            say("  victim killed (SIGKILL)")
+
+        killer = threading.Thread(target=kill)
+        killer.start()
+        try:
+            asyncio.run(_produce(broker.bootstrap, traffic, sides, appended))
+            killer.join()
+            last = {key: max(o for o, _ in records) for key, records in appended.items()}
+            deadline = time.monotonic() + DRAIN_TIMEOUT_S
+            while time.monotonic() < deadline:
+                look = looks[-1] if looks else None
+                if look and all(
+                    (look.positions.get(t, {}).get(s) or 0) > o for (t, s), o in last.items()
+                ):
+                    break
+                time.sleep(0.5)
+        finally:
+            stop.set()
+            watcher.join()
+            killer.join()
+    report = TakeoverReport(rate, mine, theirs, killed[0])
+    _waits(looks, appended, killed[0], report)
+    report.longest_batch = _longest_batch(looks, killed[0])
+    return report
+
+
+def print_takeover(report: TakeoverReport) -> None:
+    """Per task its waits and backlog, then the verdict."""
+    rows = []
+    for task in sorted(report.waits):
+        before, after = report.waits[task]
+        kind = "kept" if task in report.kept else "taken over"
+        rows.append(
+            [str(task), kind, f"{before:.2f}", f"{after:.2f}", f"{report.backlog.get(task, 0):,}"]
+        )
+    headers = ["task", "", "longest wait before s", "after s", "backlog at the kill"]
+    say(render_table(headers, rows))
+    say(
+        f"kept tasks waited at most {report.kept_extra:.2f}s more after the kill; the survivor's "
+        f"longest batch after it: {report.longest_batch:.2f}s (looks every {LOOK_INTERVAL_S}s); "
+        f"{report.unapplied:,} records never seen applied: {verdict(report.ok)}"
+    )
+
+
+def summary_rows(report: TakeoverReport) -> list[list[str]]:
+    """The summary's rows: figure, value, target, verdict."""
+    at = f"at {report.record_rate:,.0f}/s"
+    return [
+        [
+            f"kill -9: kept tasks' extra wait s {at}",
+            f"{report.kept_extra:.2f}",
+            f"<= 1 batch ({report.longest_batch:.2f})",
+            verdict(report.ok),
+        ]
+    ]
