@@ -40,6 +40,7 @@ __all__ = [
     "join_partitions",
 ]
 
+
 #: serializers of every topic a join reads or writes: the policy does the decoding
 class _Codecs(TypedDict):
     key_serializer: str

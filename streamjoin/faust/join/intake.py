@@ -33,9 +33,15 @@ a shared topic is acked through faust's reference count (every reader acks),
 so the join's agent holds the event faust delivered it and acks it once the
 join applied that offset (:meth:`Intake.hold`, :meth:`Intake.ack`).
 
-When the join has ``high_water`` records buffered, the fetch waits until a
-batch has taken them (the consumer's own prefetch keeps reading meanwhile, up
-to its buffer limits), as faust's stream buffer does for an agent.
+Flow control is per task, so one task's backlog never holds up another's
+records: once a task has ``high_water`` records waiting, its partitions leave
+the set faust fetches (:func:`~streamjoin.faust.kafka.incremental.hold_partitions`,
+as faust does for a partition whose reader's buffer is full) and come back
+after a batch took the inbox below it. Fetches go on for the other tasks, so
+a record of a task without a backlog is in the next batch after its fetch,
+however much a task taken over with a backlog still has to read. Only when
+every task of the join is held does the fetch itself wait for a batch to make
+room (the consumer's prefetch keeps at most one response per partition).
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ from streamjoin.faust.kafka.consumer import (
     shorten_fetch_wait,
 )
 from streamjoin.faust.kafka.fetch_chain import INTAKE, Fetch, Records, fetch_chain
+from streamjoin.faust.kafka.incremental import hold_partitions, release_partitions
 
 if TYPE_CHECKING:
     from faust.transport.consumer import Consumer
@@ -65,7 +72,7 @@ __all__ = ["FETCH_MAX_WAIT_MS", "Intake"]
 
 logger = logging.getLogger(__name__)
 
-#: seconds between looks at the buffer while a fetch waits for room
+#: seconds between looks at the inboxes while a fetch waits for room
 ROOM_POLL_S = 0.2
 #: the longest a fetch request of an app with a join waits on the broker (ms)
 FETCH_MAX_WAIT_MS = 50
@@ -81,8 +88,9 @@ class Intake:
         app: the faust app.
         sides: topic -> the join's name of that input; their records are taken.
         receive: called with each partition's records, in fetch order.
-        high_water: buffered records above which the next fetch waits.
-        buffered: the number of records buffered now.
+        high_water: records waiting in one task above which its partitions
+            are not fetched until a batch took some.
+        waiting: the number of records waiting in the task of a partition.
         accepting: whether records may be taken now (false while revoking).
     """
 
@@ -93,7 +101,7 @@ class Intake:
         receive: Receiver,
         *,
         high_water: int,
-        buffered: Callable[[], int],
+        waiting: Callable[[int], int],
         accepting: Callable[[], bool],
     ) -> None:
         self.app = app
@@ -101,7 +109,7 @@ class Intake:
         self._topic_of = {side: topic for topic, side in sides.items()}
         self.receive = receive
         self.high_water = high_water
-        self.buffered = buffered
+        self.waiting = waiting
         self.accepting = accepting
         self.installed_on: ConsumerT | None = None
         #: the topics taken out of fetches (see :meth:`_exclusive`); the others
@@ -112,6 +120,10 @@ class Intake:
         self._held: dict[TP, list[tuple[int, EventT[Any]]]] = {}  # Any: the events' values
         #: per partition of a shared topic: the next offset the join has not applied
         self._applied: dict[TP, int] = {}
+        #: partition -> its topics' partitions whose fetching is held (a full inbox)
+        self.holding: dict[int, frozenset[TP]] = {}
+        #: times a task's partitions were held
+        self.holds = 0
         self._room = asyncio.Event()
         self._room.set()
         #: fetched records of the join not accepted, whose partition was sought back to them
@@ -121,8 +133,10 @@ class Intake:
 
     def install(self) -> None:
         """Register the intake on the app's consumer's fetch chain; called at each
-        rebalance, it also looks again at which topics other agents read."""
+        rebalance, it also looks again at which topics other agents read and
+        fetches every held partition again (the next fetches hold them anew)."""
         self.exclusive = self._exclusive()
+        self.release(sorted(self.holding))
         self._warn_shared()
         consumer = self.app.consumer
         if self.installed_on is consumer:
@@ -158,12 +172,15 @@ class Intake:
         # what faust delivers: partitions still active, or taken out of the
         # active ones because a reader's stream buffer is full
         buffered = buffered_partitions(consumer)
+        holding = self.holding
         for tp in mine:
             exclusive = tp.topic in self.exclusive
             batch = records.pop(tp) if exclusive else records[tp]
             if not batch:
                 continue
-            if accepting and (active is None or tp in active or tp in buffered):
+            live = active is None or tp in active or tp in buffered
+            # (a fetch under way when its partition was held is taken all the same)
+            if accepting and (live or tp in holding.get(tp.partition, ())):
                 self.receive(tp.topic, tp.partition, batch)
                 if exclusive:
                     read_offset[tp] = batch[-1].offset
@@ -173,13 +190,45 @@ class Intake:
                 if tp in consumer.assignment():  # (not given up meanwhile)
                     self.sought_back += 1
                     await consumer.seek(tp, batch[0].offset)
-        while self.buffered() >= self.high_water and self.accepting():
+        if accepting:
+            self._hold_full(consumer, {tp.partition for tp in mine})
+        while self._all_holding(consumer) and self.accepting():
             if consumer.should_stop:
                 return
             self._room.clear()
-            # a revoke drops the buffer without a batch: look again now and then
+            # a revoke drops the inboxes without a batch: look again now and then
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._room.wait(), ROOM_POLL_S)
+
+    def _hold_full(self, consumer: ConsumerT, partitions: Collection[int]) -> None:
+        """Stop fetching the partitions of every task of *partitions* whose inbox
+        is full (``high_water`` records waiting)."""
+        from faust.types import TP
+
+        for partition in sorted(partitions):
+            if partition in self.holding or self.waiting(partition) < self.high_water:
+                continue
+            tps = frozenset(TP(topic, partition) for topic in self.topics)
+            self.holding[partition] = tps
+            self.holds += 1
+            hold_partitions(consumer, tps)
+
+    def _all_holding(self, consumer: ConsumerT) -> bool:
+        """Is every partition of the join assigned here held (nothing of the join
+        left to fetch)?"""
+        if not self.holding:
+            return False
+        mine = [tp for tp in consumer.assignment() if tp.topic in self.topics]
+        return bool(mine) and all(tp in self.holding.get(tp.partition, ()) for tp in mine)
+
+    def release(self, partitions: Collection[int]) -> None:
+        """Fetch the held partitions of *partitions*' tasks again."""
+        consumer = self.installed_on
+        for partition in sorted(partitions):
+            tps = self.holding.pop(partition, None)
+            if tps is not None and consumer is not None:
+                release_partitions(consumer, tps)
+        self._room.set()
 
     def _exclusive(self) -> frozenset[str]:
         """The topics no other agent or channel reads: taken out of fetches. A
@@ -249,11 +298,16 @@ class Intake:
             if partitions is None or tp.partition in partitions:
                 self._held.pop(tp, None)
                 self._applied.pop(tp, None)
+        self.release([p for p in self.holding if partitions is None or p in partitions])
+
+    def counters(self) -> dict[str, int]:
+        """``sought_back`` and ``holds``, for the join's page."""
+        return {"sought_back": self.sought_back, "holds": self.holds}
 
     def drained(self) -> None:
-        """A batch took buffered records (or they were dropped): fetching may go on."""
-        if self.buffered() < self.high_water:
-            self._room.set()
+        """A batch took records of the inboxes: fetch again the partitions of
+        every held task whose inbox has room now."""
+        self.release([p for p in self.holding if self.waiting(p) < self.high_water])
 
 
 def _topic_names(agent: object) -> frozenset[str]:

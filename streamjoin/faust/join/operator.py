@@ -151,7 +151,7 @@ class Join:
         #: takes the join's records from faust's consumer (see intake)
         self.intake = Intake(
             app, self._sides, self._take, high_water=2 * self.config.batch_max,
-            buffered=self.tasks.waiting, accepting=lambda: not self.tasks.revoking,
+            waiting=self.tasks.waiting_in, accepting=lambda: not self.tasks.revoking,
         )  # fmt: skip
         self.agent = app.agent(self.source, name=f"streamjoin.join.{name}")(self._consume)
         # a task loop, not app.timer: faust stops timers before it waits for
@@ -196,7 +196,7 @@ class Join:
 
     def describe(self) -> dict[str, Any]:  # Any: JSON values
         """The join's configuration, tasks and counters (JSON-ready)."""
-        return describe_join(self.config, self.tasks.live, self.stats, self.intake.sought_back)
+        return describe_join(self.config, self.tasks.live, self.stats, self.intake.counters())
 
     # -- input --------------------------------------------------------------------
 

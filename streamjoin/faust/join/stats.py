@@ -108,10 +108,12 @@ def log_progress(
 
 
 def describe_join(
-    config: JoinConfig, tasks: Mapping[int, JoinTask], stats: JoinStats, sought_back: int
+    config: JoinConfig, tasks: Mapping[int, JoinTask], stats: JoinStats, intake: Mapping[str, int]
 ) -> dict[str, Any]:
-    """The join's configuration, *tasks* and counters (JSON-ready); *sought_back*:
-    fetched records the intake did not accept and sought back to.
+    """The join's configuration, *tasks* and counters (JSON-ready); *intake*: the
+    intake's counters, ``sought_back`` (fetched records it did not accept and
+    sought back to) and ``holds`` (times a task's partitions were not fetched
+    while its inbox was full).
 
     Per task: its decision time, watermarks, idle inputs, positions, buffered
     records, and its :class:`~streamjoin.join.activity.TaskActivity`: records
@@ -141,7 +143,7 @@ def describe_join(
             }
             for p, t in sorted(tasks.items())
         },
-        "stats": {**stats.as_dict(), "sought_back": sought_back},
+        "stats": {**stats.as_dict(), **intake},
     }
 
 

@@ -89,17 +89,13 @@ def read_offsets(consumer: ConsumerT) -> MutableMapping[TP, int | None]:
 
 def committed_offset(consumer: ConsumerT, tp: TP) -> int | None:
     """faust's note of the group's committed offset of *tp* (``None``: unknown)."""
-    committed: MutableMapping[TP, int | None] | None = getattr(
-        consumer, "_committed_offset", None
-    )
+    committed: MutableMapping[TP, int | None] | None = getattr(consumer, "_committed_offset", None)
     return None if committed is None else committed.get(tp)
 
 
 def readers(app: AppT, topic: str) -> int | None:
     """How many agents and channels of *app* read *topic* (``None``: unknown)."""
-    index: Mapping[str, MutableSet[TopicT]] | None = getattr(
-        app.topics, "_topic_name_index", None
-    )
+    index: Mapping[str, MutableSet[TopicT]] | None = getattr(app.topics, "_topic_name_index", None)
     return None if index is None else len(index.get(topic, ()))
 
 

@@ -21,6 +21,11 @@ calls these instead:
   topics, tables, the signal), but only the partitions newly assigned are
   paused (until their tables are restored); the ones kept stay active.
 
+:func:`hold_partitions` and :func:`release_partitions` take partitions out
+of faust's live set (what it fetches and delivers) between rebalances and
+put them back, never a paused one: a join's task with a full inbox
+(:mod:`streamjoin.faust.join.intake`); the set is changed here only.
+
 :func:`rebalance_kind` says how the member takes the rebalance under way
 (the one answer to "is this rebalance incremental?", for the consumer, the
 tables and the restorer alike): ``COOPERATIVE`` while such a rebalance's
@@ -48,6 +53,7 @@ import asyncio
 import logging
 import time
 from collections import deque
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any, cast
 
 from streamjoin.faust.kafka.consumer import forget_offsets, note_committed
@@ -62,8 +68,10 @@ __all__ = [
     "Generations",
     "assign",
     "drop_queued",
+    "hold_partitions",
     "incremental",
     "rebalance_kind",
+    "release_partitions",
     "restamp_queued",
     "revoke",
     "seek_to_committed",
@@ -306,3 +314,24 @@ async def seek_to_committed(consumer: ConsumerT, tps: set[TP]) -> None:
     note_committed(
         consumer, {FaustTP(tp.topic, tp.partition): offset for tp, offset in committed.items()}
     )
+
+
+def hold_partitions(consumer: ConsumerT, tps: Collection[TP]) -> None:
+    """Stop fetching *tps* for now, as faust does for a partition whose reader's
+    buffer is full: they leave the live set the next fetches ask for (aiokafka
+    keeps at most the one fetch response it has of each meanwhile)."""
+    active = cast("Consumer", consumer)._active_partitions
+    if active is not None:  # (None: not fetched yet, nothing to hold)
+        active.difference_update(tps)
+
+
+def release_partitions(consumer: ConsumerT, tps: Collection[TP]) -> None:
+    """Fetch *tps* again after :func:`hold_partitions`: those still assigned and
+    not paused (a restore under way) go back into the live set."""
+    faust_consumer = cast("Consumer", consumer)
+    active = faust_consumer._active_partitions
+    if active is None:  # faust builds it from the assignment, less the paused
+        return
+    paused = faust_consumer._paused_partitions
+    assigned = consumer.assignment()
+    active.update(tp for tp in tps if tp in assigned and tp not in paused)

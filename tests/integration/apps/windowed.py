@@ -1,6 +1,7 @@
 """A generic LEFT windowed join for the broker tests (``streamjoin.join.windowed``).
 
-Environment: SJ_TEST_APP_ID (app id and topic prefix), SJ_TEST_PARTITIONS.
+Environment: SJ_TEST_APP_ID (app id and topic prefix), SJ_TEST_PARTITIONS,
+SJ_TEST_BATCH_MAX (the join's ``batch_max``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from streamjoin.join.windowed import JoinKind, WindowedJoinPolicy
 
 APP_ID = os.environ.get("SJ_TEST_APP_ID", "sj-windowed")
 PARTITIONS = int(os.environ.get("SJ_TEST_PARTITIONS", "2"))
+BATCH_MAX = int(os.environ.get("SJ_TEST_BATCH_MAX", "2000"))
 
 app = streamjoin.App(APP_ID, topic_partitions=PARTITIONS, web_enabled=False)
 raw = {"key_serializer": "raw", "value_serializer": "raw"}
@@ -25,4 +27,5 @@ joined = app.join(
     policy=WindowedJoinPolicy(JoinKind.LEFT, JoinWindow(before=0, after=1_000, grace=200)),
     outputs={"joined": f"{APP_ID}-paid"},
     max_idle_ms=200,
+    batch_max=BATCH_MAX,
 )

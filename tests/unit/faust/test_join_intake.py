@@ -50,9 +50,15 @@ class _Consumer:
         self.sought: list[tuple[Any, int]] = []
         #: partitions given up in a cooperative rebalance (no longer assigned)
         self.given_up: set[Any] = set()
+        #: faust's live set (what the next fetch asks for) and its paused partitions
+        self._active_partitions = {TP(t, p) for t in ("imps", "clicks") for p in range(2)}
+        self._paused_partitions: set[Any] = set()
 
     def assignment(self) -> Any:
         return _Assigned(self.given_up)
+
+    def _get_active_partitions(self) -> set[Any]:
+        return self._active_partitions
 
     async def seek(self, tp: Any, offset: int) -> None:
         self.sought.append((tp, offset))
@@ -71,18 +77,35 @@ class _Assigned:
     def __contains__(self, tp: Any) -> bool:
         return tp not in self.given_up
 
+    def __iter__(self) -> Any:
+        everything = {TP(t, p) for t in ("imps", "clicks") for p in range(2)}
+        return iter(sorted(everything - self.given_up))
+
 
 def _records(topic: str, partition: int, offsets: range) -> list[Fetched]:
     return [Fetched(topic, partition, o, b"k", b"{}", 0) for o in offsets]
 
 
-def _intake(app: _App, got: list[tuple[str, int, int]], accepting: bool = True) -> Intake:
+def _intake(
+    app: _App,
+    got: list[tuple[str, int, int]],
+    accepting: bool = True,
+    inboxes: dict[int, int] | None = None,
+) -> Intake:
+    """An intake on *app*; with *inboxes* (partition -> records waiting), what it
+    receives waits there (high water 10)."""
+
+    def receive(topic: str, partition: int, records: Any) -> None:
+        got.append((topic, partition, len(records)))
+        if inboxes is not None:
+            inboxes[partition] = inboxes.get(partition, 0) + len(records)
+
     intake = Intake(
         app,
         {"imps": LEFT, "clicks": RIGHT},
-        lambda topic, partition, records: got.append((topic, partition, len(records))),
-        high_water=10_000,
-        buffered=lambda: 0,
+        receive,
+        high_water=10_000 if inboxes is None else 10,
+        waiting=lambda partition: 0 if inboxes is None else inboxes.get(partition, 0),
         accepting=lambda: accepting,
     )
     intake.install()
@@ -480,3 +503,83 @@ def test_traffic_resuming_after_a_stall_gives_the_other_input_max_idle_ms_to_sho
     assert late == [], f"{len(late)} of the stall's 25 clicks dead-lettered, e.g. {late[0]}"
     assert router.stats.late == 0
     db.close()
+
+
+def test_a_task_with_a_full_inbox_is_not_fetched_the_others_are() -> None:
+    """Task 0 reaches the high water: its partitions leave the live set (the
+    next fetches do not ask for them) while task 1's stay, and the fetch does
+    not wait: task 1's records are never held up behind task 0's backlog."""
+    app = _App({"imps": 1, "clicks": 1})
+    got: list[tuple[str, int, int]] = []
+    inboxes: dict[int, int] = {}
+    intake = _intake(app, got, inboxes=inboxes)
+    fetch = {
+        TP("imps", 0): _records("imps", 0, range(12)),
+        TP("clicks", 1): _records("clicks", 1, range(3)),
+    }
+    asyncio.run(asyncio.wait_for(intake.take(app.consumer, fetch, None), 1.0))
+    assert got == [("clicks", 1, 3), ("imps", 0, 12)]
+    assert sorted(intake.holding) == [0] and intake.holds == 1
+    assert app.consumer._active_partitions == {TP("imps", 1), TP("clicks", 1)}
+    # a fetch under way when the partition was held: its records are taken
+    late = {TP("imps", 0): _records("imps", 0, range(12, 14))}
+    asyncio.run(
+        asyncio.wait_for(intake.take(app.consumer, late, app.consumer._active_partitions), 1.0)
+    )
+    assert got[-1] == ("imps", 0, 2) and app.consumer.sought == []
+    # a batch took the inbox below the high water: fetched again
+    inboxes[0] = 9
+    intake.drained()
+    assert not intake.holding
+    assert app.consumer._active_partitions == {TP(t, p) for t in ("imps", "clicks") for p in (0, 1)}
+
+
+def test_a_held_partition_paused_or_given_up_meanwhile_is_not_fetched_again() -> None:
+    app = _App({"imps": 1, "clicks": 1})
+    inboxes: dict[int, int] = {}
+    intake = _intake(app, [], inboxes=inboxes)
+    asyncio.run(intake.take(app.consumer, {TP("imps", 0): _records("imps", 0, range(10))}, None))
+    app.consumer._paused_partitions = {TP("imps", 0)}  # a restore paused it
+    app.consumer.given_up = {TP("clicks", 0)}
+    inboxes[0] = 0
+    intake.drained()
+    assert not intake.holding
+    assert app.consumer._active_partitions == {TP("imps", 1), TP("clicks", 1)}
+
+
+def test_the_fetch_waits_only_when_every_task_is_held() -> None:
+    """With every task of the join held nothing is left to fetch: the fetch
+    waits for a batch to make room (instead of faust's one-second sleep on an
+    empty live set), and goes on once one does."""
+    app = _App({"imps": 1, "clicks": 1})
+    inboxes: dict[int, int] = {}
+    intake = _intake(app, [], inboxes=inboxes)
+    fetch = {TP("imps", p): _records("imps", p, range(10)) for p in (0, 1)}
+
+    async def scenario() -> bool:
+        waiting = asyncio.ensure_future(intake.take(app.consumer, fetch, None))
+        await asyncio.sleep(0.05)
+        was_waiting = not waiting.done()
+        inboxes[1] = 0
+        intake.drained()
+        await asyncio.wait_for(waiting, 1.0)
+        return was_waiting
+
+    assert asyncio.run(scenario())
+    assert sorted(intake.holding) == [0]
+
+
+def test_a_rebalance_fetches_every_held_partition_again() -> None:
+    app = _App({"imps": 1, "clicks": 1})
+    intake = _intake(app, [], inboxes={})
+    asyncio.run(
+        intake.take(app.consumer, {TP("clicks", 1): _records("clicks", 1, range(10))}, None)
+    )
+    assert sorted(intake.holding) == [1]
+    intake.reset({1})  # revoked
+    assert not intake.holding and TP("clicks", 1) in app.consumer._active_partitions
+    asyncio.run(
+        intake.take(app.consumer, {TP("clicks", 0): _records("clicks", 0, range(10))}, None)
+    )
+    intake.install()  # the next assignment
+    assert not intake.holding and TP("clicks", 0) in app.consumer._active_partitions

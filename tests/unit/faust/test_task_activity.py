@@ -63,7 +63,7 @@ def test_the_joins_page_shows_each_tasks_records_processed_and_its_stops(
     router = RecordRouter("billing", POLICY, stats, _config().outputs, "dead")
     task = JoinTask(0, POLICY, max_idle_ms=1_000)
     task.open(rocksdict.Rdict(str(tmp_path / "db"), options=rocksdict.Options(raw_mode=True)), 0)
-    before = describe_join(_config(), {0: task}, stats, 0)["tasks"]["0"]
+    before = describe_join(_config(), {0: task}, stats, {"sought_back": 0})["tasks"]["0"]
     assert (before["processed"], before["stops"], before["processing"]) == (0, [], None)
 
     # steps at 0, 0.1, 0.2 s: no stop; then a rebalance-long pause to 1.7 s
@@ -75,7 +75,7 @@ def test_the_joins_page_shows_each_tasks_records_processed_and_its_stops(
     # a wait just at the threshold is not a stop
     router.stage(task, [_impressions(11, 1)], [], T0 + 1.7 + STOP_SECONDS)
 
-    page = describe_join(_config(), {0: task}, stats, 0)
+    page = describe_join(_config(), {0: task}, stats, {"sought_back": 0})
     json.dumps(page)  # JSON-ready
     described = page["tasks"]["0"]
     assert described["processed"] == 12 == stats.processed
