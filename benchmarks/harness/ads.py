@@ -38,6 +38,29 @@ def settings(
     )
 
 
+def paced_traffic(
+    config: AdsSettings, seed: int, start_ms: int, duration_ms: int, rate: float, jitter_ms: int
+) -> Any:
+    """The generator's events for the app *config*, *rate* impressions/s from
+    *start_ms* for *duration_ms* (event time = the wall clock they are to be
+    produced at), no malformed record, no tail."""
+    from streamjoin.ads import generator
+
+    topics = config.topics
+    return generator.GeneratorConfig(
+        seed=seed,
+        duration_ms=duration_ms,
+        rate=rate,
+        jitter_ms=jitter_ms,
+        malformed_rate=0.0,
+        start_ts_ms=start_ms,
+        tail=False,
+        partitions=config.partitions,
+        impressions_topic=topics.impressions,
+        clicks_topic=topics.clicks,
+    )
+
+
 def changelog_topic(app_id: str) -> str:
     """The changelog topic of the join's state table on the app *app_id*
     (faust's ``<app id>-<table>-changelog``; the table is ``<join name>-state``)."""

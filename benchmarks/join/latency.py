@@ -269,8 +269,6 @@ def run_latency(
     record_rate: float,
     per_impression: float,
 ) -> LatencyReport:
-    from streamjoin.ads import generator
-
     prefix = f"{run_id}-lat{record_rate:.0f}-"
     grace, jitter = args.latency_grace_ms, args.latency_jitter_ms
     impression_rate = record_rate / per_impression
@@ -298,17 +296,8 @@ def run_latency(
         extra_ms = grace + jitter + 2_000
         start_ms = int(time.time() * 1000) + 200
         measured_ms = round(args.latency_seconds * 1000)
-        traffic_config = generator.GeneratorConfig(
-            seed=args.seed,
-            duration_ms=measured_ms + extra_ms,
-            rate=impression_rate,
-            jitter_ms=jitter,
-            malformed_rate=0.0,
-            start_ts_ms=start_ms,
-            tail=False,
-            partitions=args.partitions,
-            impressions_topic=topics.impressions,
-            clicks_topic=topics.clicks,
+        traffic_config = ads.paced_traffic(
+            config, args.seed, start_ms, measured_ms + extra_ms, impression_rate, jitter
         )
         traffic = asyncio.run(
             _latency_traffic(

@@ -230,8 +230,6 @@ def run_takeover(
     per_impression: float,
 ) -> TakeoverReport:
     """The run (see the module docstring)."""
-    from streamjoin.ads import generator
-
     rate = args.takeover_rate
     say(
         f"takeover: 2 workers, {rate:,.0f} records/s, one killed after "
@@ -263,17 +261,9 @@ def run_takeover(
         watcher = threading.Thread(target=_watch, args=(workers, "survivor", looks, stop))
         watcher.start()
         start_ms = int(time.time() * 1000) + 200
-        traffic = generator.GeneratorConfig(
-            seed=args.seed,
-            duration_ms=round((args.takeover_before + args.takeover_after) * 1000),
-            rate=rate / per_impression,
-            jitter_ms=1_000,
-            malformed_rate=0.0,
-            start_ts_ms=start_ms,
-            tail=False,
-            partitions=args.partitions,
-            impressions_topic=topics.impressions,
-            clicks_topic=topics.clicks,
+        duration_ms = round((args.takeover_before + args.takeover_after) * 1000)
+        traffic = ads.paced_traffic(
+            config, args.seed, start_ms, duration_ms, rate / per_impression, 1_000
         )
         appended: Appended = collections.defaultdict(list)
         killed: list[float] = []
