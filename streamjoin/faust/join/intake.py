@@ -214,12 +214,13 @@ class Intake:
             hold_partitions(consumer, tps)
 
     def _all_holding(self, consumer: ConsumerT) -> bool:
-        """Is every partition of the join assigned here held (nothing of the join
-        left to fetch)?"""
+        """Is a task held and no partition of the join left in faust's live set
+        (every other one held too, or paused for a restore)? The next fetch
+        would then ask for nothing of the join (and faust sleeps a second on
+        an empty live set): it waits for a batch to make room instead."""
         if not self.holding:
             return False
-        mine = [tp for tp in consumer.assignment() if tp.topic in self.topics]
-        return bool(mine) and all(tp in self.holding.get(tp.partition, ()) for tp in mine)
+        return not any(tp.topic in self.topics for tp in active_partitions(consumer))
 
     def release(self, partitions: Collection[int]) -> None:
         """Fetch the held partitions of *partitions*' tasks again."""

@@ -583,3 +583,28 @@ def test_a_rebalance_fetches_every_held_partition_again() -> None:
     )
     intake.install()  # the next assignment
     assert not intake.holding and TP("clicks", 0) in app.consumer._active_partitions
+
+
+def test_the_fetch_waits_when_the_tasks_not_held_are_paused_for_a_restore() -> None:
+    """Task 1 is being restored (paused: out of the live set) when task 0 is
+    held: nothing of the join is left to fetch, so the fetch waits for a batch
+    instead of letting faust ask for an empty live set (it sleeps a second)."""
+    app = _App({"imps": 1, "clicks": 1})
+    paused = {TP("imps", 1), TP("clicks", 1)}
+    app.consumer._active_partitions -= paused
+    app.consumer._paused_partitions = set(paused)
+    inboxes: dict[int, int] = {}
+    intake = _intake(app, [], inboxes=inboxes)
+    fetch = {TP("imps", 0): _records("imps", 0, range(10))}
+
+    async def scenario() -> bool:
+        waiting = asyncio.ensure_future(intake.take(app.consumer, fetch, None))
+        await asyncio.sleep(0.05)
+        was_waiting = not waiting.done()
+        inboxes[0] = 0
+        intake.drained()
+        await asyncio.wait_for(waiting, 1.0)
+        return was_waiting
+
+    assert asyncio.run(scenario())
+    assert app.consumer._active_partitions == {TP("imps", 0), TP("clicks", 0)}
