@@ -21,6 +21,7 @@ from benchmarks.join import __main__ as join  # noqa: E402
 from benchmarks.join import latency as join_latency  # noqa: E402
 from benchmarks.join import metrics_cost as join_metrics  # noqa: E402
 from benchmarks.join import state as join_state  # noqa: E402
+from benchmarks.join import takeover as join_takeover  # noqa: E402
 from benchmarks.join import throughput as join_throughput  # noqa: E402
 
 # -- percentiles ---------------------------------------------------------------
@@ -339,8 +340,10 @@ def test_defaults_are_valid() -> None:
             ["--metrics-cost", "--skip-throughput"],
             "--metrics-cost: needs part 1, which --skip-throughput skips",
         ),
+        (["--takeover-rate", "0"], "--takeover-rate: must be a positive number"),
+        (["--takeover-after", "inf"], "--takeover-after: must be a positive number"),
         (
-            ["--skip-throughput", "--skip-latency", "--skip-state"],
+            ["--skip-throughput", "--skip-latency", "--skip-takeover", "--skip-state"],
             "nothing left to run",
         ),
         (["--impressions", "many"], "invalid int value"),
@@ -560,3 +563,35 @@ def test_run_directory_is_removed_after_a_run_and_kept_after_a_failure(tmp_path:
     assert kept.exists() and given.exists()
     for path in (failed, kept):
         path.rmdir()
+
+
+# -- takeover ------------------------------------------------------------------
+
+
+def test_takeover_waits_split_at_the_kill_and_the_catch_up() -> None:
+    """Task 0 is kept, task 1 taken over at t=10 (killed at t=5); task 0's record
+    appended at t=10.0 waits until t=10.9: 0.7 s more than its 0.2 s before the
+    kill, against a longest batch of 0.3 s in the catch-up."""
+    look = join_takeover.Look
+    looks = [
+        look(1.2, {0: {"left": 1}}, 1),
+        look(5.5, {0: {"left": 1}}, 2),
+        look(10.0, {0: {"left": 2}, 1: {"left": 5}}, 3),
+        look(10.3, {0: {"left": 2}, 1: {"left": 8}}, 4),
+        look(10.6, {0: {"left": 2}, 1: {"left": 10}}, 5),
+        look(10.9, {0: {"left": 3}, 1: {"left": 10}}, 6),
+    ]
+    appended = {
+        (0, "left"): [(0, 1.0), (1, 5.2), (2, 10.0)],
+        (1, "left"): [(o, 1.0 + o) for o in range(10)],
+    }
+    report = join_takeover.TakeoverReport(8_000.0, [0], [1], killed_at=5.0)
+    report.catch_up = join_takeover._catch_up(looks, appended, [1])
+    assert report.catch_up == (10.0, 10.6)  # task 1 applied offset 9 (appended at 10.0) at 10.6
+    join_takeover._waits(looks, appended, report)
+    report.longest_batch = join_takeover._longest_batch(looks, *report.catch_up)
+    assert report.waits[0] == pytest.approx((0.2, 4.8, 0.9))
+    assert report.longest_batch == pytest.approx(0.3)
+    assert report.kept_extra == pytest.approx(0.7) and not report.ok
+    # appended before the catch-up, applied in it: task 1's offsets 0..8, task 0's offset 1
+    assert report.backlog == {0: 1, 1: 9}
