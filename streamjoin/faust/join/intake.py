@@ -40,8 +40,9 @@ as faust does for a partition whose reader's buffer is full) and come back
 after a batch took the inbox below it. Fetches go on for the other tasks, so
 a record of a task without a backlog is in the next batch after its fetch,
 however much a task taken over with a backlog still has to read. Only when
-every task of the join is held does the fetch itself wait for a batch to make
-room (the consumer's prefetch keeps at most one response per partition).
+no partition of the join is left to fetch (every task held, or the others
+paused for a restore) does the fetch itself wait for a batch to make room
+(the consumer's prefetch keeps at most one response per partition).
 """
 
 from __future__ import annotations
