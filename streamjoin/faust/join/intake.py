@@ -121,8 +121,8 @@ class Intake:
         self._held: dict[TP, list[tuple[int, EventT[Any]]]] = {}  # Any: the events' values
         #: per partition of a shared topic: the next offset the join has not applied
         self._applied: dict[TP, int] = {}
-        #: partition -> its topics' partitions whose fetching is held (a full inbox)
-        self.holding: dict[int, frozenset[TP]] = {}
+        #: partitions whose tasks are not fetched (a full inbox): both topics' partitions
+        self.holding: set[int] = set()
         #: times a task's partitions were held
         self.holds = 0
         self._room = asyncio.Event()
@@ -181,7 +181,7 @@ class Intake:
                 continue
             live = active is None or tp in active or tp in buffered
             # (a fetch under way when its partition was held is taken all the same)
-            if accepting and (live or tp in holding.get(tp.partition, ())):
+            if accepting and (live or tp.partition in holding):
                 self.receive(tp.topic, tp.partition, batch)
                 if exclusive:
                     read_offset[tp] = batch[-1].offset
@@ -193,7 +193,7 @@ class Intake:
                     await consumer.seek(tp, batch[0].offset)
         if accepting:
             self._hold_full(consumer, {tp.partition for tp in mine})
-        while self._all_holding(consumer) and self.accepting():
+        while self._nothing_to_fetch(consumer) and self.accepting():
             if consumer.should_stop:
                 return
             self._room.clear()
@@ -204,17 +204,20 @@ class Intake:
     def _hold_full(self, consumer: ConsumerT, partitions: Collection[int]) -> None:
         """Stop fetching the partitions of every task of *partitions* whose inbox
         is full (``high_water`` records waiting)."""
-        from faust.types import TP
-
         for partition in sorted(partitions):
             if partition in self.holding or self.waiting(partition) < self.high_water:
                 continue
-            tps = frozenset(TP(topic, partition) for topic in self.topics)
-            self.holding[partition] = tps
+            self.holding.add(partition)
             self.holds += 1
-            hold_partitions(consumer, tps)
+            hold_partitions(consumer, self._partitions_of(partition))
 
-    def _all_holding(self, consumer: ConsumerT) -> bool:
+    def _partitions_of(self, partition: int) -> list[TP]:
+        """The topic partitions of the join's task *partition* (both inputs)."""
+        from faust.types import TP
+
+        return [TP(topic, partition) for topic in sorted(self.topics)]
+
+    def _nothing_to_fetch(self, consumer: ConsumerT) -> bool:
         """Is a task held and no partition of the join left in faust's live set
         (every other one held too, or paused for a restore)? The next fetch
         would then ask for nothing of the join (and faust sleeps a second on
@@ -227,9 +230,10 @@ class Intake:
         """Fetch the held partitions of *partitions*' tasks again."""
         consumer = self.installed_on
         for partition in sorted(partitions):
-            tps = self.holding.pop(partition, None)
-            if tps is not None and consumer is not None:
-                release_partitions(consumer, tps)
+            if partition in self.holding:
+                self.holding.discard(partition)
+                if consumer is not None:
+                    release_partitions(consumer, self._partitions_of(partition))
         self._room.set()
 
     def _exclusive(self) -> frozenset[str]:

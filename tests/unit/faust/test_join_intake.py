@@ -547,6 +547,24 @@ def test_a_held_partition_paused_or_given_up_meanwhile_is_not_fetched_again() ->
     assert app.consumer._active_partitions == {TP("imps", 1), TP("clicks", 1)}
 
 
+def _waits_until_drained(
+    intake: Intake, app: _App, fetch: Any, inboxes: dict[int, int], partition: int
+) -> bool:
+    """Take *fetch*: whether the fetch was still waiting 50 ms later; then a batch
+    empties *partition*'s inbox, and the fetch must end within a second."""
+
+    async def scenario() -> bool:
+        waiting = asyncio.ensure_future(intake.take(app.consumer, fetch, None))
+        await asyncio.sleep(0.05)
+        was_waiting = not waiting.done()
+        inboxes[partition] = 0
+        intake.drained()
+        await asyncio.wait_for(waiting, 1.0)
+        return was_waiting
+
+    return asyncio.run(scenario())
+
+
 def test_the_fetch_waits_only_when_every_task_is_held() -> None:
     """With every task of the join held nothing is left to fetch: the fetch
     waits for a batch to make room (instead of faust's one-second sleep on an
@@ -556,16 +574,7 @@ def test_the_fetch_waits_only_when_every_task_is_held() -> None:
     intake = _intake(app, [], inboxes=inboxes)
     fetch = {TP("imps", p): _records("imps", p, range(10)) for p in (0, 1)}
 
-    async def scenario() -> bool:
-        waiting = asyncio.ensure_future(intake.take(app.consumer, fetch, None))
-        await asyncio.sleep(0.05)
-        was_waiting = not waiting.done()
-        inboxes[1] = 0
-        intake.drained()
-        await asyncio.wait_for(waiting, 1.0)
-        return was_waiting
-
-    assert asyncio.run(scenario())
+    assert _waits_until_drained(intake, app, fetch, inboxes, 1)
     assert sorted(intake.holding) == [0]
 
 
@@ -597,14 +606,5 @@ def test_the_fetch_waits_when_the_tasks_not_held_are_paused_for_a_restore() -> N
     intake = _intake(app, [], inboxes=inboxes)
     fetch = {TP("imps", 0): _records("imps", 0, range(10))}
 
-    async def scenario() -> bool:
-        waiting = asyncio.ensure_future(intake.take(app.consumer, fetch, None))
-        await asyncio.sleep(0.05)
-        was_waiting = not waiting.done()
-        inboxes[0] = 0
-        intake.drained()
-        await asyncio.wait_for(waiting, 1.0)
-        return was_waiting
-
-    assert asyncio.run(scenario())
+    assert _waits_until_drained(intake, app, fetch, inboxes, 0)
     assert app.consumer._active_partitions == {TP("imps", 0), TP("clicks", 0)}
