@@ -278,7 +278,6 @@ def run_takeover(
         killer.start()
         try:
             asyncio.run(_produce(broker.bootstrap, traffic, sides, appended))
-            killer.join()
             last = {key: max(o for o, _ in records) for key, records in appended.items()}
             deadline = time.monotonic() + DRAIN_TIMEOUT_S
             while time.monotonic() < deadline:
