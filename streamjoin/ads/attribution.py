@@ -26,6 +26,7 @@ records, outcomes and the reference (:func:`attribute`) are in
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 from typing import Any
 
 from streamjoin.ads import keys
@@ -138,33 +139,91 @@ class TaskAttribution:
     # -- feeding ------------------------------------------------------------
     def on_impression(self, imp: Impression) -> list[ClickOutcome | Late]:
         """Add an impression; return what became final (and a Late if it is late)."""
-        ts = imp.ts
-        if ts >= self._horizon and self.impressions.holds(imp.key, ts, imp.impression_id):
-            return self._advance(LEFT, ts)  # replayed: stored once
-        if self.window.is_late(ts, self.marks.decided):
-            self.late_count += 1
-            return [Late(imp, "impression", self._now()), *self._advance(LEFT, ts)]
-        self.impressions.add(imp.key, ts, imp.impression_id, imp.campaign, imp.cost)
-        self.campaigns.count(imp.campaign, ts, 1, 0, 0)
-        return self._advance(LEFT, ts)
+        item = self._take_impression(imp, self.marks.decided)
+        advanced = self._advance(LEFT, imp[2])
+        return advanced if item is None else [item, *advanced]
 
     def on_click(self, click: Click) -> list[ClickOutcome | Late]:
         """Add a click; return what became final (and a Late if it is late)."""
-        ts = click.ts
-        ckey = (click.key, ts, click.click_id)
+        item = self._take_click(click, self.marks.decided)
+        advanced = self._advance(RIGHT, click[2])
+        return advanced if item is None else [item, *advanced]
+
+    def on_chunk(
+        self, side: str, records: Sequence[tuple[Any, ...]]
+    ) -> list[tuple[int, ClickOutcome | Late]]:
+        """Add a chunk of one input's records in arrival order (impressions or
+        clicks, or plain tuples in their fields' order); return what became
+        final, each with the index of the record it came with: the same as
+        :meth:`on_impression`/:meth:`on_click` record by record.
+
+        With ``decide_per_chunk`` (and no ``auto_checkpoint``) a record makes
+        no click final (:meth:`settle` does), so the chunk is taken in one
+        loop, and the input's watermark is seen only when a record raises it:
+        one that does not changes nothing once the first has been seen, and
+        once the watermark is at the other input's, the rest of the chunk
+        leaves the decision time where it is: it is seen once, at the end.
+        """
+        take = self._take_impression if side == LEFT else self._take_click
+        out: list[tuple[int, ClickOutcome | Late]] = []
+        if not self.decide_per_chunk or self.auto_checkpoint:
+            feed = self.on_impression if side == LEFT else self.on_click
+            for i, record in enumerate(records):
+                out.extend((i, item) for item in feed(record))  # type: ignore[arg-type]
+            return out
+        marks = self.marks
+        see = marks.see
+        decided = marks.decided
+        high: int | None = None  # the input's watermark, once seen in this chunk
+        bound = marks.bound(side)
+        deferred: int | None = None  # the highest time not seen yet
+        for i, record in enumerate(records):
+            item = take(record, decided)
+            if item is not None:
+                out.append((i, item))
+            ts = record[2]
+            if high is None or ts > high:
+                if bound is not None and high is not None and high >= bound:
+                    high = deferred = ts
+                else:
+                    decided = see(side, ts)
+                    high = marks.marks[side]
+        if deferred is not None:
+            see(side, deferred)
+        return out
+
+    def _take_impression(self, imp: tuple[Any, ...], decided: int | None) -> Late | None:
+        """Hold impression *imp* (fields in :class:`Impression`'s order) unless it
+        is a replay (stored once) or late by *decided* (reported)."""
+        key, rid, ts, campaign, cost = imp
+        if ts >= self._horizon and self.impressions.holds(key, ts, rid):
+            return None  # replayed: stored once
+        if self.window.is_late(ts, decided):
+            self.late_count += 1
+            return Late(Impression(*imp), "impression", decided or 0)
+        self.impressions.add(key, ts, rid, campaign, cost)
+        self.campaigns.count(campaign, ts, 1, 0, 0)
+        return None
+
+    def _take_click(
+        self, click: tuple[Any, ...], decided: int | None
+    ) -> ClickOutcome | Late | None:
+        """Hold click *click* (fields in :class:`Click`'s order) as pending; a
+        replay of a decided one gets its outcome again, a late one is reported."""
+        key, click_id, ts = click
+        ckey = (key, ts, click_id)
         known = self.clicks.values.get(ckey) if ts >= self._horizon else None
         if known is not None:
             if known["o"] is None:
-                return self._advance(RIGHT, ts)  # replayed while pending
+                return None  # replayed while pending
             # replayed after its outcome (e.g. after a crash): the same outcome
-            replayed = outcome_from_state(click.key, ts, click.click_id, known)
-            return [replayed, *self._advance(RIGHT, ts)]
-        if self.window.is_late(ts, self.marks.decided):
+            return outcome_from_state(key, ts, click_id, known)
+        if self.window.is_late(ts, decided):
             self.late_count += 1
-            return [Late(click, "click", self._now()), *self._advance(RIGHT, ts)]
+            return Late(Click(*click), "click", decided or 0)
         self.clicks.add_pending(ckey)
         heapq.heappush(self._due, (self.window.decided_after(ts), ckey))
-        return self._advance(RIGHT, ts)
+        return None
 
     def on_left(self, record: Impression) -> list[ClickOutcome | Late]:
         """:meth:`on_impression` (the policy protocol's name)."""
@@ -269,9 +328,6 @@ class TaskAttribution:
         return self.campaigns.counts()
 
     # -- internals ----------------------------------------------------------
-    def _now(self) -> int:
-        return self.marks.decided if self.marks.decided is not None else 0
-
     def _expiry_horizon(self) -> int:
         """Event time below which records are gone (the last checkpoint's expiry)."""
         decided = self.marks.decided

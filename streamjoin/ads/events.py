@@ -10,7 +10,7 @@ computed directly from all events, with the rules of the module docstring of
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from enum import StrEnum
 from typing import Any, NamedTuple
 
@@ -29,6 +29,7 @@ __all__ = [
     "Outcome",
     "attribute",
     "dump_state",
+    "fast_loads",
     "loads",
     "micros",
     "outcome_from_state",
@@ -98,6 +99,11 @@ def loads(raw: bytes | str) -> Any:
         except _orjson.JSONDecodeError:
             pass
     return json.loads(raw)
+
+
+#: the fastest JSON decoder at hand (orjson's, which rejects a little of what
+#: :func:`loads` accepts: a caller falls back to :func:`loads` on its error)
+fast_loads: Callable[[bytes], Any] = _orjson.loads if _orjson is not None else json.loads
 
 
 def dump_state(value: object) -> bytes:

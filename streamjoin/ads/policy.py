@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from streamjoin.ads.attribution import (
     Click,
@@ -21,8 +21,9 @@ from streamjoin.ads.attribution import (
     TaskAttribution,
     loads,
 )
+from streamjoin.ads.events import fast_loads
 from streamjoin.join.json_out import dumps_sorted
-from streamjoin.join.policy import BadRecord, Emission, PolicyTask
+from streamjoin.join.policy import LEFT, BadRecord, Decoded, Emission, PolicyTask, Raw
 from streamjoin.join.state import KVState
 from streamjoin.join.window import JoinWindow
 
@@ -32,7 +33,9 @@ __all__ = [
     "MIN_EVENT_TS",
     "AdAttribution",
     "decode_click",
+    "decode_clicks",
     "decode_impression",
+    "decode_impressions",
     "encode_outcome",
 ]
 
@@ -76,18 +79,6 @@ def _fields(value: bytes | None, spec: dict[str, Any], what: str) -> dict[str, A
     return doc
 
 
-def _object(value: bytes | None) -> dict[str, Any] | None:
-    """*value* decoded, when it is a JSON object; else ``None`` (the checked path
-    says why)."""
-    if value is None:
-        return None
-    try:
-        doc = loads(value)
-    except ValueError:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        return None
-    return doc if type(doc) is dict else None
-
-
 def _check_key(key: bytes | None, auction_id: str, what: str) -> None:
     # the join key is the record key: a record without it may sit in a
     # partition its auction's other records are not in
@@ -97,34 +88,64 @@ def _check_key(key: bytes | None, auction_id: str, what: str) -> None:
         raise BadRecord(f"{what}: record key {key!r} is not its auction_id {auction_id!r}")
 
 
-def decode_impression(key: bytes | None, value: bytes | None) -> Impression:
-    """An :class:`Impression` from the example's JSON, or :class:`BadRecord`.
+class _Record(NamedTuple):
+    key: bytes | None
+    value: bytes | None
+    timestamp: int | None = None
 
-    A valid record is recognised in one pass over the decoded object; anything
-    else goes through the field-by-field checks, which name what is wrong.
+
+def decode_impression(key: bytes | None, value: bytes | None) -> Impression:
+    """An :class:`Impression` from the example's JSON, or :class:`BadRecord`."""
+    good, bad = decode_impressions((_Record(key, value),))
+    if bad:
+        raise BadRecord(bad[0][1])
+    return Impression(*good[0])
+
+
+def decode_impressions(records: Sequence[Raw]) -> Decoded:
+    """The impressions of a chunk of records: the valid ones in order, as plain
+    tuples in :class:`Impression`'s field order (a tuple costs a fraction of a
+    named one to make), and each bad one's index and reason.
+
+    A valid record is recognised in one pass over its decoded object, in one
+    loop for the chunk; anything else goes through the field-by-field checks,
+    which name what is wrong.
     """
-    doc = _object(value)
-    if doc is not None and key is not None:
-        aid = doc.get("auction_id")
-        iid = doc.get("impression_id")
-        campaign = doc.get("campaign")
-        cost = doc.get("cost")
-        ts = doc.get("ts_ms")
-        if (
-            type(aid) is str
-            and type(iid) is str
-            and type(campaign) is str
-            and type(ts) is int
-            and (type(cost) is float or type(cost) is int)
-            and aid
-            and iid
-            and campaign
-            and MIN_EVENT_TS <= ts < MAX_EVENT_TS
-            and 0.0 <= cost < 1e9
-            and key == aid.encode()
-        ):
-            return Impression(aid, iid, ts, campaign, float(cost))
-    return _checked_impression(key, value)
+    good: list[tuple[str, str, int, str, float]] = []  # Impression is one too
+    bad: list[tuple[int, str]] = []
+    keep = good.append
+    for i, record in enumerate(records):
+        key, value = record.key, record.value
+        try:
+            doc = fast_loads(value) if key is not None and value is not None else None
+        except ValueError:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+            doc = None
+        if type(doc) is dict:
+            aid = doc.get("auction_id")
+            iid = doc.get("impression_id")
+            campaign = doc.get("campaign")
+            cost = doc.get("cost")
+            ts = doc.get("ts_ms")
+            if (
+                type(aid) is str
+                and type(iid) is str
+                and type(campaign) is str
+                and type(ts) is int
+                and (type(cost) is float or type(cost) is int)
+                and aid
+                and iid
+                and campaign
+                and MIN_EVENT_TS <= ts < MAX_EVENT_TS
+                and 0.0 <= cost < 1e9
+                and key == aid.encode()
+            ):
+                keep((aid, iid, ts, campaign, float(cost)))
+                continue
+        try:
+            keep(_checked_impression(key, value))
+        except BadRecord as exc:
+            bad.append((i, exc.reason))
+    return good, bad
 
 
 def _checked_impression(key: bytes | None, value: bytes | None) -> Impression:
@@ -137,24 +158,45 @@ def _checked_impression(key: bytes | None, value: bytes | None) -> Impression:
 
 
 def decode_click(key: bytes | None, value: bytes | None) -> Click:
-    """A :class:`Click` from the example's JSON, or :class:`BadRecord` (a valid
-    record in one pass, as :func:`decode_impression`)."""
-    doc = _object(value)
-    if doc is not None and key is not None:
-        aid = doc.get("auction_id")
-        cid = doc.get("click_id")
-        ts = doc.get("ts_ms")
-        if (
-            type(aid) is str
-            and type(cid) is str
-            and type(ts) is int
-            and aid
-            and cid
-            and MIN_EVENT_TS <= ts < MAX_EVENT_TS
-            and key == aid.encode()
-        ):
-            return Click(aid, cid, ts)
-    return _checked_click(key, value)
+    """A :class:`Click` from the example's JSON, or :class:`BadRecord`."""
+    good, bad = decode_clicks((_Record(key, value),))
+    if bad:
+        raise BadRecord(bad[0][1])
+    return Click(*good[0])
+
+
+def decode_clicks(records: Sequence[Raw]) -> Decoded:
+    """The clicks of a chunk of records, as :func:`decode_impressions` (plain
+    tuples in :class:`Click`'s field order)."""
+    good: list[tuple[str, str, int]] = []  # Click is one too
+    bad: list[tuple[int, str]] = []
+    keep = good.append
+    for i, record in enumerate(records):
+        key, value = record.key, record.value
+        try:
+            doc = fast_loads(value) if key is not None and value is not None else None
+        except ValueError:
+            doc = None
+        if type(doc) is dict:
+            aid = doc.get("auction_id")
+            cid = doc.get("click_id")
+            ts = doc.get("ts_ms")
+            if (
+                type(aid) is str
+                and type(cid) is str
+                and type(ts) is int
+                and aid
+                and cid
+                and MIN_EVENT_TS <= ts < MAX_EVENT_TS
+                and key == aid.encode()
+            ):
+                keep((aid, cid, ts))
+                continue
+        try:
+            keep(_checked_click(key, value))
+        except BadRecord as exc:
+            bad.append((i, exc.reason))
+    return good, bad
 
 
 def _checked_click(key: bytes | None, value: bytes | None) -> Click:
@@ -201,6 +243,9 @@ class AdAttribution:
 
     def decode_right(self, key: bytes | None, value: bytes | None, timestamp_ms: int) -> Click:
         return decode_click(key, value)
+
+    def decode_chunk(self, side: str, records: Sequence[Raw]) -> Decoded:
+        return decode_impressions(records) if side == LEFT else decode_clicks(records)
 
     def task(self, state: KVState) -> PolicyTask[ClickOutcome]:
         # the runtime checkpoints once per batch, before the batch's input

@@ -25,12 +25,15 @@ __all__ = [
     "SIDES",
     "SOURCE_HEADER",
     "BadRecord",
+    "Decoded",
     "Emission",
     "JoinPolicy",
     "Late",
     "PolicyTask",
+    "Raw",
     "ResultLogic",
     "TaskLogic",
+    "decode_each",
 ]
 
 R = TypeVar("R")
@@ -62,6 +65,38 @@ class Emission(NamedTuple):
     output: str
     key: bytes | None
     value: bytes
+
+
+class Raw(Protocol):
+    """What a policy decodes: a record's key and value bytes and its timestamp
+    (ms). Consumer records and the replay's records have them."""
+
+    @property
+    def key(self) -> bytes | None: ...
+    @property
+    def value(self) -> bytes | None: ...
+    @property
+    def timestamp(self) -> int | None: ...
+
+
+#: a chunk's decoded records, and the bad ones: (index in the chunk, reason)
+Decoded = tuple[list[Any], list[tuple[int, str]]]
+
+
+def decode_each(
+    decode: Callable[[bytes | None, bytes | None, int], Any], records: Sequence[Raw]
+) -> Decoded:
+    """A chunk decoded one record at a time by *decode* (a policy's
+    ``decode_left``/``decode_right``): what :meth:`JoinPolicy.decode_chunk`
+    returns, for a policy with no faster way."""
+    good: list[Any] = []
+    bad: list[tuple[int, str]] = []
+    for i, record in enumerate(records):
+        try:
+            good.append(decode(record.key, record.value, record.timestamp or 0))
+        except BadRecord as exc:
+            bad.append((i, exc.reason))
+    return good, bad
 
 
 class Keyed(Protocol):
@@ -110,6 +145,12 @@ class TaskLogic(Protocol):
     def on_right(self, record: Any) -> Sequence[Emission]:
         """Add a right record; return what became final."""
 
+    def on_chunk(self, side: str, records: Sequence[Any]) -> list[tuple[int, Emission]]:
+        """Add *records*, decoded records of input *side* in arrival order; return
+        what became final, each with the index of the record it came with (a
+        dead letter names that record). The runtime's one way in: a chunk at a
+        time, :meth:`on_left`/:meth:`on_right` one at a time."""
+
     def settle(self) -> Sequence[Emission]:
         """Return what became final and was not returned yet; the runtime calls
         it after each chunk of records of one input (a logic may decide once
@@ -148,6 +189,11 @@ class JoinPolicy(Protocol):
     def decode_right(self, key: bytes | None, value: bytes | None, timestamp_ms: int) -> Any:
         """A right record, or :class:`BadRecord`."""
 
+    def decode_chunk(self, side: str, records: Sequence[Raw]) -> Decoded:
+        """The records of a chunk of input *side* decoded: the good ones in order,
+        and each bad one's index and reason (:func:`decode_each` does it a
+        record at a time)."""
+
     def task(self, state: KVState) -> TaskLogic:
         """The logic of one task over its state."""
 
@@ -173,12 +219,19 @@ class ResultLogic(Protocol[R]):
 
 class PolicyTask(Generic[R]):
     """:class:`TaskLogic` over a :class:`ResultLogic`: encodes results with *encode*,
-    late records with :meth:`Late.emission`. The one task wrapper of every policy."""
+    late records with :meth:`Late.emission`. The one task wrapper of every policy.
+
+    A logic with an ``on_chunk(side, records)`` method of its own (returning
+    ``(index, result)`` pairs) is fed a chunk in one call; any other is fed
+    its records one at a time.
+    """
 
     def __init__(self, logic: ResultLogic[R], encode: Callable[[R], Emission], grace: int) -> None:
         self.logic = logic
         self._encode_result = encode
         self._grace = grace
+        self._chunk: Callable[[str, Sequence[Any]], list[tuple[int, R | Late]]] | None
+        self._chunk = getattr(logic, "on_chunk", None)
 
     @property
     def decision_time(self) -> int | None:
@@ -191,6 +244,20 @@ class PolicyTask(Generic[R]):
     def on_right(self, record: Any) -> Sequence[Emission]:
         items = self.logic.on_right(record)
         return self._encode(items) if items else []
+
+    def on_chunk(self, side: str, records: Sequence[Any]) -> list[tuple[int, Emission]]:
+        if self._chunk is not None:
+            items = self._chunk(side, records)
+        else:
+            feed = self.logic.on_left if side == LEFT else self.logic.on_right
+            items = [(i, item) for i, record in enumerate(records) for item in feed(record)]
+        if not items:
+            return []
+        grace, encode = self._grace, self._encode_result
+        return [
+            (i, item.emission(grace) if isinstance(item, Late) else encode(item))
+            for i, item in items
+        ]
 
     def settle(self) -> Sequence[Emission]:
         items = self.logic.settle()

@@ -101,6 +101,21 @@ class Watermarks:
         return self.decided
 
     # -- reading -------------------------------------------------------------
+    def bound(self, source: str) -> int | None:
+        """The lowest watermark of the inputs other than *source* that are not idle:
+        once *source*'s watermark is there, records of *source* alone no longer
+        move the decision time. ``None`` when there is no such bound (every
+        other input idle, or one that has seen nothing)."""
+        lowest: int | None = None
+        for other, mark in self.marks.items():
+            if other == source or other in self.idle:
+                continue
+            if mark is None:
+                return None
+            if lowest is None or mark < lowest:
+                lowest = mark
+        return lowest
+
     def current(self) -> int | None:
         """min(watermark of each input that is not idle); every input idle: the largest.
 

@@ -18,7 +18,15 @@ from typing import Any
 
 from streamjoin.join import keys
 from streamjoin.join.json_out import dumps_sorted
-from streamjoin.join.policy import BadRecord, Emission, PolicyTask
+from streamjoin.join.policy import (
+    LEFT,
+    BadRecord,
+    Decoded,
+    Emission,
+    PolicyTask,
+    Raw,
+    decode_each,
+)
 from streamjoin.join.state import KVState
 from streamjoin.join.window import JoinWindow
 from streamjoin.join.windowed_records import JoinKind, JoinRecord, JoinResult
@@ -118,6 +126,10 @@ class WindowedJoinPolicy:
     def decode_right(self, key: bytes | None, value: bytes | None, timestamp_ms: int) -> JoinRecord:
         """A right :class:`JoinRecord`, or :class:`BadRecord`."""
         return self._decode("right", key, value, timestamp_ms)
+
+    def decode_chunk(self, side: str, records: Sequence[Raw]) -> Decoded:
+        """A chunk of input *side* decoded a record at a time."""
+        return decode_each(self.decode_left if side == LEFT else self.decode_right, records)
 
     def task(self, state: KVState) -> PolicyTask[JoinResult]:
         """The join of one task over its state."""

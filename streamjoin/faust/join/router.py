@@ -20,10 +20,8 @@ from streamjoin.join import keys
 from streamjoin.join.errors import JoinConfigError
 from streamjoin.join.policy import (
     DEAD_LETTER,
-    LEFT,
     REASON_HEADER,
     SOURCE_HEADER,
-    BadRecord,
     Emission,
     JoinPolicy,
 )
@@ -116,44 +114,59 @@ class RecordRouter:
     def apply(self, task: JoinTask, side: str, records: Sequence[InputRecord]) -> list[Output]:
         """Apply *records* of *side* (offset order); replays (before the position)
         are skipped. A record has ``offset``, ``key``, ``value`` and
-        ``timestamp`` (ms), as :class:`Fetched` and aiokafka's records do."""
+        ``timestamp`` (ms), as :class:`Fetched` and aiokafka's records do.
+
+        The records are decoded and fed to the logic a chunk at a time
+        (:meth:`JoinPolicy.decode_chunk`, :meth:`TaskLogic.on_chunk`); the
+        records out are in the order of the records in, as if one at a time.
+        """
         logic = task.logic
         if logic is None:  # opened when first seen; a dropped task never reaches here
             raise JoinConfigError(f"join {self.name!r}: task {task.partition} is not open")
-        if side == LEFT:
-            decode, feed = self.policy.decode_left, logic.on_left
-        else:
-            decode, feed = self.policy.decode_right, logic.on_right
         stats = self.stats
         position = task.position[side]
+        fresh = records
+        if position is not None and records[0].offset < position:
+            fresh = [record for record in records if record.offset >= position]
+            stats.skipped_replays += len(records) - len(fresh)
+        if not fresh:
+            return [*self.route(logic.settle())]
+        limit = self.max_record_bytes
+        # (index in fresh, record out) of the records that are not joined
+        refused = [
+            (i, self.oversized(record, size))
+            for i, record in enumerate(fresh)
+            if (size := len(record.key or b"") + len(record.value or b"")) > limit
+        ]
+        kept_at = range(len(fresh))  # the index in fresh of each record decoded
+        if refused:
+            too_big = {i for i, _ in refused}
+            kept_at = [i for i in kept_at if i not in too_big]  # type: ignore[assignment]
+        kept = fresh if not refused else [fresh[i] for i in kept_at]
+        decoded, bad = self.policy.decode_chunk(side, kept)
+        for i, reason in bad:
+            refused.append((kept_at[i], self.dead_letter(kept[i], reason.encode())))
+        emitted = logic.on_chunk(side, decoded)
+        stats.bad += len(refused)
         out: list[Output] = []
-        applied = 0
-        for record in records:
-            offset = record.offset
-            if position is not None and offset < position:
-                stats.skipped_replays += 1
-                continue
-            position = offset + 1
-            applied += 1
-            size = len(record.key or b"") + len(record.value or b"")
-            if size > self.max_record_bytes:
-                stats.bad += 1
-                out.append(self.oversized(record, size))
-                continue
-            try:
-                decoded = decode(record.key, record.value, record.timestamp or 0)
-            except BadRecord as exc:
-                stats.bad += 1
-                out.append(self.dead_letter(record, exc.reason.encode()))
-                continue
-            emitted = feed(decoded)
-            if emitted:
-                out.extend(self.route(emitted, record))
+        if refused:
+            # the index in fresh of each record fed to the logic
+            unfed = {i for i, _ in bad}
+            fed_at = [at for i, at in enumerate(kept_at) if i not in unfed]
+            placed = [*refused]
+            for i, emission in emitted:
+                at = fed_at[i]
+                placed.extend((at, output) for output in self.route((emission,), fresh[at]))
+            placed.sort(key=lambda item: item[0])  # stable: a record's own order is kept
+            out.extend(output for _, output in placed)
+        else:
+            for i, emission in emitted:
+                out.extend(self.route((emission,), fresh[i]))
         settled = logic.settle()
         if settled:
             out.extend(self.route(settled))
-        task.position[side] = position
-        stats.processed += applied
+        task.position[side] = fresh[-1].offset + 1
+        stats.processed += len(fresh)
         return out
 
     def route(
