@@ -69,6 +69,9 @@ class Throughput:
     first: Sample
     last: Sample
     startup_s: float = 0.0
+    #: (records processed, resident set size in bytes) at each poll from the
+    #: first processed record on, when the pass's process was watched for it
+    memory: tuple[tuple[int, int], ...] = ()
 
     @property
     def seconds(self) -> float:
@@ -161,13 +164,32 @@ class PeakRss:
 def process_peak_rss_bytes(pid: int | None) -> int | None:
     """The peak resident set size (``VmHWM``) of the running process *pid* so far, in
     bytes (``None``: no such process, or no ``/proc``)."""
+    return _process_status_bytes(pid, "VmHWM:")
+
+
+def process_rss_bytes(pid: int | None) -> int | None:
+    """The resident set size (``VmRSS``) of the running process *pid* now, in bytes
+    (``None``: no such process, or no ``/proc``)."""
+    return _process_status_bytes(pid, "VmRSS:")
+
+
+def _process_status_bytes(pid: int | None, field: str) -> int | None:
     if pid is None:
         return None
     try:
         with open(f"/proc/{pid}/status", encoding="ascii") as status:
             for line in status:
-                if line.startswith("VmHWM:"):
+                if line.startswith(field):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError):
         return None
+    return None
+
+
+def memory_at(memory: Sequence[tuple[int, int]], count: int) -> int | None:
+    """The resident set size of the first sample of *memory* (records processed,
+    bytes) with at least *count* records processed (``None``: none has)."""
+    for seen, rss in memory:
+        if seen >= count:
+            return rss
     return None

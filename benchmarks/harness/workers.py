@@ -25,7 +25,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
 
-from benchmarks.harness.measure import Sample, Throughput
+from benchmarks.harness.measure import Sample, Throughput, process_rss_bytes
 from benchmarks.harness.report import Progress, say
 from streamjoin.dev.broker import LOOPBACK, BrokerOptions, EmbeddedBroker, free_port
 from streamjoin.dev.process import WorkerProcess
@@ -266,8 +266,14 @@ def watch(
     count: Callable[[], int | None],
     expected: int,
     timeout: float,
+    *,
+    memory_of: int | None = None,
 ) -> Throughput:
     """Poll *count* until it reaches *expected*; time the pass from its first record.
+
+    With *memory_of* (a pid), that process's resident set size is read at each
+    poll from the first processed record on (:attr:`Throughput.memory`), and
+    shown on the progress lines.
 
     Raises:
         BenchError: the worker exited, or *timeout* seconds passed first.
@@ -276,6 +282,7 @@ def watch(
     deadline = started + timeout
     progress = Progress(started)
     first: Sample | None = None
+    memory: list[tuple[int, int]] = []
     while True:
         if not process.running():
             raise BenchError(
@@ -290,15 +297,20 @@ def watch(
             if first is None:
                 first = Sample(at, seen)
                 say(f"  {name}: first records processed {at - started:.1f}s after start")
+            rss = process_rss_bytes(memory_of) if memory_of is not None else None
+            if rss is not None:
+                memory.append((seen, rss))
             if seen >= expected:
-                return Throughput(name, expected, first, Sample(at, seen), first.at - started)
+                last = Sample(at, seen)
+                return Throughput(name, expected, first, last, first.at - started, tuple(memory))
         if progress.due(after):
             if first is None:
                 say(f"  {name}: starting ({after - started:.0f}s)")
             else:
                 done = (seen or first.count) - first.count
                 rate = done / max(after - first.at, 1e-9)
-                say(f"  {name}: {seen or 0:,}/{expected:,} records ({rate:,.0f}/s)")
+                held = f", {memory[-1][1] / 2**20:,.0f} MiB resident" if memory else ""
+                say(f"  {name}: {seen or 0:,}/{expected:,} records ({rate:,.0f}/s{held})")
         if after >= deadline:
             raise BenchError(
                 f"{name}: {seen or 0:,} of {expected:,} records processed after "

@@ -47,7 +47,7 @@ from typing import Any
 from benchmarks.harness import ads
 from benchmarks.harness.kafka import RETAIN_ALL, Backlog, create_topics, produce_backlog
 from benchmarks.harness.kafka import topic_records as read_topic_records
-from benchmarks.harness.measure import Throughput, process_peak_rss_bytes
+from benchmarks.harness.measure import Throughput, memory_at, process_peak_rss_bytes
 from benchmarks.harness.report import fmt_rate, render_table, say, verdict
 from benchmarks.harness.workers import BenchError, http_json, running, script, watch, worker
 from benchmarks.join import metrics_cost
@@ -179,6 +179,24 @@ def comparison_rows(passes: Sequence[Pass]) -> list[list[str]]:
             ]
         )
     return rows
+
+
+#: the points of a pass (shares of its backlog read) its resident memory is shown at
+MEMORY_POINTS = (0.2, 0.4, 0.6, 0.8, 1.0)
+
+
+def memory_line(p: Pass) -> str | None:
+    """The resident memory of pass *p*'s worker as it read its backlog, at each of
+    :data:`MEMORY_POINTS` (``None``: not watched)."""
+    if p.run is None or not p.run.memory:
+        return None
+    points = []
+    for point in MEMORY_POINTS:
+        rss = memory_at(p.run.memory, math.ceil(p.run.records * point))
+        if rss is not None:
+            points.append(f"{point:.0%} {rss / 2**20:,.0f}")
+    label = p.label if p.backlog == MAIN else f"{p.label}, {p.backlog} backlog"
+    return f"{label}: resident memory (MiB) as the backlog is read: {', '.join(points)}"
 
 
 def large_ratio(main: float, large: float) -> float | None:
@@ -456,7 +474,12 @@ def _run_streamjoin(
     with running(process):
         with scraper or contextlib.nullcontext():
             run = watch(
-                name, process, lambda: ads.join_processed(port), backlog.records, args.timeout
+                name,
+                process,
+                lambda: ads.join_processed(port),
+                backlog.records,
+                args.timeout,
+                memory_of=process.pid,
             )
         rss = process_peak_rss_bytes(process.pid)
         stats = ads.join_stats(port)
@@ -545,6 +568,10 @@ def print_throughput(report: ThroughputReport) -> None:
                 "although no generated record is more than jitter (< grace) out of order; "
                 "late records skip the attribution, so the rate above overstates a correct run"
             )
+    for p in report.passes:
+        line = memory_line(p)
+        if line:
+            say(line)
     if report.ratio is not None:
         say(
             f"streamjoin / faust peer (its faster pass): {report.ratio:.0%} "

@@ -291,6 +291,35 @@ def test_peak_rss_of_a_process() -> None:
     assert measure.process_peak_rss_bytes(None) is None
 
 
+def test_resident_memory_of_a_process_now() -> None:
+    import os
+
+    rss = measure.process_rss_bytes(os.getpid())
+    assert rss is None or 0 < rss <= (measure.process_peak_rss_bytes(os.getpid()) or rss)
+    assert measure.process_rss_bytes(None) is None
+
+
+def test_memory_is_shown_where_a_pass_read_each_fifth_of_its_backlog() -> None:
+    mib = 2**20
+    samples = (
+        (100, 10 * mib),
+        (250, 20 * mib),
+        (400, 30 * mib),
+        (900, 40 * mib),
+        (1_000, 50 * mib),
+    )
+    assert measure.memory_at(samples, 200) == 20 * mib  # the first sample at or past it
+    assert measure.memory_at(samples, 1_001) is None
+    run = measure.Throughput("w", 1_000, measure.Sample(0.0, 100), measure.Sample(1.0, 1_000),
+                             memory=samples)  # fmt: skip
+    line = join_throughput.memory_line(join_throughput.Pass("join", join_throughput.LARGE, run))
+    assert line == (
+        "join, large backlog: resident memory (MiB) as the backlog is read: "
+        "20% 20, 40% 30, 60% 40, 80% 40, 100% 50"
+    )
+    assert join_throughput.memory_line(_pass("unwatched", 10.0)) is None
+
+
 def test_count_is_served_on_loopback() -> None:
     from benchmarks.harness import counter
     from streamjoin.dev.broker import free_port
