@@ -32,7 +32,7 @@ class SegmentChunks(Generic[M]):
         #: segment start -> the members held in its chunks (or still open)
         self.members: dict[int, list[M]] = {}
         #: segment start -> entries added since the last flush
-        self._open: dict[int, list[list[Any]]] = {}
+        self._open: dict[int, list[tuple[Any, ...]]] = {}
         #: segment start -> the keys of its chunks in state
         self._keys: dict[int, list[bytes]] = {}
 
@@ -41,7 +41,7 @@ class SegmentChunks(Generic[M]):
         self._open.clear()
         self._keys.clear()
 
-    def add(self, segment: int, member: M, entry: list[Any]) -> None:
+    def add(self, segment: int, member: M, entry: tuple[Any, ...]) -> None:
         """Hold *member* in *segment*; *entry* goes to state at the next flush."""
         members = self.members.get(segment)
         if members is None:

@@ -78,7 +78,7 @@ class ClickStore:
         segment it expires with."""
         self.values[key] = value
         segment = expires - expires % self.segment
-        entry = [*key, value["o"], value.get("imp"), value.get("campaign"), value.get("cost")]
+        entry = (*key, value["o"], value.get("imp"), value.get("campaign"), value.get("cost"))
         self._chunks.add(segment, key, entry)
         if key in self._saved:
             self._saved.discard(key)

@@ -71,7 +71,7 @@ class ImpressionStore:
         held = self.by_key.get(jkey)
         self.by_key[jkey] = (row,) if held is None else tuple(sorted((*held, row), key=_order))
         self.count += 1
-        self._chunks.add(ts - ts % self.segment, jkey, [jkey, ts, rid, campaign, cost])
+        self._chunks.add(ts - ts % self.segment, jkey, (jkey, ts, rid, campaign, cost))
 
     def flush(self, state: KVState) -> None:
         """Write the impressions added since the last flush: one chunk per segment."""
