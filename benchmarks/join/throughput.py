@@ -183,6 +183,11 @@ def comparison_rows(passes: Sequence[Pass]) -> list[list[str]]:
 
 #: the points of a pass (shares of its backlog read) its resident memory is shown at
 MEMORY_POINTS = (0.2, 0.4, 0.6, 0.8, 1.0)
+#: the join's memory is bounded when it grows by at most this much over the last
+#: 40% of the large backlog (2M records: a leak of 50 bytes a record would show)
+MEMORY_GROWTH_MAX = 0.10
+#: where that growth is measured from (a share of the backlog read)
+MEMORY_SETTLED_AT = 0.6
 
 
 def memory_line(p: Pass) -> str | None:
@@ -197,6 +202,18 @@ def memory_line(p: Pass) -> str | None:
             points.append(f"{point:.0%} {rss / 2**20:,.0f}")
     label = p.label if p.backlog == MAIN else f"{p.label}, {p.backlog} backlog"
     return f"{label}: resident memory (MiB) as the backlog is read: {', '.join(points)}"
+
+
+def memory_growth(p: Pass | None) -> float | None:
+    """How much pass *p*'s worker's resident memory grew from
+    :data:`MEMORY_SETTLED_AT` of its backlog to the end (``None``: not watched)."""
+    if p is None or p.run is None or not p.run.memory:
+        return None
+    settled = memory_at(p.run.memory, math.ceil(p.run.records * MEMORY_SETTLED_AT))
+    end = p.run.memory[-1][1]
+    if not settled:
+        return None
+    return end / settled - 1.0
 
 
 def large_ratio(main: float, large: float) -> float | None:
@@ -587,6 +604,13 @@ def print_throughput(report: ThroughputReport) -> None:
             f"streamjoin (join alone), large / main backlog records/s: {ratio:.0%} "
             f"(target within {LARGE_RATIO_TOLERANCE:.0%}): {verdict(large_ratio_ok(ratio))}"
         )
+    growth = memory_growth(report.find(JOIN_ALONE, LARGE))
+    if growth is not None:
+        say(
+            f"streamjoin (join alone), large backlog: resident memory from "
+            f"{MEMORY_SETTLED_AT:.0%} of it to the end {growth:+.1%} "
+            f"(bounded: at most {MEMORY_GROWTH_MAX:+.0%}): {verdict(growth <= MEMORY_GROWTH_MAX)}"
+        )
 
 
 def summary_rows(tp: ThroughputReport) -> list[list[str]]:
@@ -661,6 +685,17 @@ def summary_rows(tp: ThroughputReport) -> list[list[str]]:
                 f"{ratio:.0%}",
                 f"within {LARGE_RATIO_TOLERANCE:.0%}",
                 verdict(large_ratio_ok(ratio)),
+            ]
+        )
+    growth = memory_growth(tp.find(JOIN_ALONE, LARGE))
+    if growth is not None:
+        rows.append(
+            [
+                f"streamjoin (join alone) memory growth, last "
+                f"{1 - MEMORY_SETTLED_AT:.0%} of the large backlog",
+                f"{growth:+.1%}",
+                f"<= {MEMORY_GROWTH_MAX:+.0%}",
+                verdict(growth <= MEMORY_GROWTH_MAX),
             ]
         )
     rows += metrics_cost.summary_rows(tp.metrics_cost)

@@ -318,6 +318,10 @@ def test_memory_is_shown_where_a_pass_read_each_fifth_of_its_backlog() -> None:
         "20% 20, 40% 30, 60% 40, 80% 40, 100% 50"
     )
     assert join_throughput.memory_line(_pass("unwatched", 10.0)) is None
+    # from the sample at 60% (40 MiB) to the last (50 MiB)
+    growth = join_throughput.memory_growth(join_throughput.Pass("join", run=run))
+    assert growth == pytest.approx(0.25)
+    assert join_throughput.memory_growth(_pass("unwatched", 10.0)) is None
 
 
 def test_count_is_served_on_loopback() -> None:
