@@ -67,6 +67,11 @@ __all__ = [
 #: at most 1 / SEGMENTS more than the retention needs
 SEGMENTS = 8
 
+#: the outcomes' names, as the state stores them
+_ATTRIBUTED = Outcome.ATTRIBUTED.value
+_DUPLICATE = Outcome.DUPLICATE.value
+_UNATTRIBUTED = Outcome.UNATTRIBUTED.value
+
 
 class TaskAttribution:
     """Attribution state of one task (one partition of both topics).
@@ -153,17 +158,12 @@ class TaskAttribution:
         self, side: str, records: Sequence[tuple[Any, ...]]
     ) -> list[tuple[int, ClickOutcome | Late]]:
         """Add a chunk of one input's records in arrival order (impressions or
-        clicks, or plain tuples in their fields' order); return what became
-        final, each with the index of the record it came with: the same as
-        :meth:`on_impression`/:meth:`on_click` record by record.
-
-        With ``decide_per_chunk`` (and no ``auto_checkpoint``) a record makes
-        no click final (:meth:`settle` does), so the chunk is taken in one
-        loop, and the input's watermark is seen only when a record raises it:
-        one that does not changes nothing once the first has been seen, and
-        once the watermark is at the other input's, the rest of the chunk
-        leaves the decision time where it is: it is seen once, at the end.
-        """
+        clicks, or tuples of their fields); return what became final, each with
+        the index of its record: what :meth:`on_impression`/:meth:`on_click`
+        give record by record. With ``decide_per_chunk`` (no ``auto_checkpoint``)
+        no record makes a click final (:meth:`settle` does): one loop, and the
+        input's watermark is seen only when a record raises it, and once it is
+        at the other input's (the decision time stays), once at the end."""
         take = self._take_impression if side == LEFT else self._take_click
         out: list[tuple[int, ClickOutcome | Late]] = []
         if not self.decide_per_chunk or self.auto_checkpoint:
@@ -309,7 +309,7 @@ class TaskAttribution:
         self.impressions.load(self.state, lambda campaign, ts: count(campaign, ts, 1, 0, 0))
 
         def counted(value: dict[str, Any], at: int) -> None:
-            if value["o"] == Outcome.ATTRIBUTED.value:
+            if value["o"] == _ATTRIBUTED:
                 count(value["campaign"], at, 0, 1, micros(value["cost"]))
 
         pending = self.clicks.load(self.state, self.impressions.bill_by_id, counted)
@@ -372,19 +372,19 @@ class TaskAttribution:
         value: dict[str, Any]
         expires = ts
         if match is None:
-            value = {"o": Outcome.UNATTRIBUTED.value}
+            value = {"o": _UNATTRIBUTED}
         else:
             imp_ts, imp_id, campaign, cost, billed = match
             if billed is None:
                 billed = click_id
                 self.impressions.bill(jkey, at, click_id)
             # billed by this very click (a replay after a partial write) stays billed
-            kind = Outcome.ATTRIBUTED if billed == click_id else Outcome.DUPLICATE
-            if kind is Outcome.ATTRIBUTED:
+            kind = _ATTRIBUTED if billed == click_id else _DUPLICATE
+            if kind == _ATTRIBUTED:
                 expires = max(ts, imp_ts)
-            value = {"o": kind.value, "imp": imp_id, "campaign": campaign, "cost": cost}
+            value = {"o": kind, "imp": imp_id, "campaign": campaign, "cost": cost}
         segment = self.clicks.decide(click, value, expires)
-        if value["o"] == Outcome.ATTRIBUTED.value:
+        if value["o"] == _ATTRIBUTED:
             self.campaigns.count(value["campaign"], segment, 0, 1, micros(value["cost"]))
         return outcome_from_state(jkey, ts, click_id, value)
 
@@ -408,7 +408,7 @@ class TaskAttribution:
         note = self.campaigns.note
 
         def billed(value: dict[str, Any], at: int) -> None:
-            if value["o"] == Outcome.ATTRIBUTED.value:
+            if value["o"] == _ATTRIBUTED:
                 note(delta, value["campaign"], at, 0, 1, micros(value["cost"]))
 
         gone = self.impressions.expire(cut, lambda campaign, ts: note(delta, campaign, ts, 1, 0, 0))

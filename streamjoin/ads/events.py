@@ -114,8 +114,15 @@ def dump_state(value: object) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
 
 
+#: outcome name -> outcome (a look-up: an enum call costs several times more)
+_OUTCOMES = {outcome.value: outcome for outcome in Outcome}
+
+
 def outcome_from_state(key: str, ts: int, click_id: str, value: dict[str, object]) -> ClickOutcome:
-    kind = Outcome(str(value["o"]))
+    name = value["o"]
+    kind = _OUTCOMES.get(name) if type(name) is str else None
+    if kind is None:
+        kind = Outcome(str(name))  # raises the enum's error
     if kind is Outcome.UNATTRIBUTED:
         return ClickOutcome(click_id, key, ts, kind)
     cost = value["cost"]

@@ -205,13 +205,17 @@ def _checked_click(key: bytes | None, value: bytes | None) -> Click:
     return Click(doc["auction_id"], doc["click_id"], doc["ts_ms"])
 
 
+#: outcome -> its name (a look-up: an enum's ``value`` is a property)
+_NAMES = {outcome: outcome.value for outcome in Outcome}
+
+
 def encode_outcome(outcome: ClickOutcome) -> bytes:
     """The JSON of a click's outcome (keys sorted: byte-identical on replay)."""
     doc: dict[str, Any] = {
         "click_id": outcome.click_id,
         "auction_id": outcome.key,
         "click_ts_ms": outcome.click_ts,
-        "outcome": outcome.outcome.value,
+        "outcome": _NAMES[outcome.outcome],
         "impression_id": outcome.impression_id,
         "campaign": outcome.campaign,
         "cost": outcome.cost if outcome.outcome is Outcome.ATTRIBUTED else 0.0,
@@ -220,7 +224,7 @@ def encode_outcome(outcome: ClickOutcome) -> bytes:
 
 
 def _emission(outcome: ClickOutcome) -> Emission:
-    return Emission(outcome.outcome.value, outcome.click_id.encode(), encode_outcome(outcome))
+    return Emission(_NAMES[outcome.outcome], outcome.click_id.encode(), encode_outcome(outcome))
 
 
 @dataclass(frozen=True)
