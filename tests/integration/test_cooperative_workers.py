@@ -21,6 +21,7 @@ import itertools
 import json
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,10 @@ RATE = 150
 #: starts its restore consumers on its event loop, and its kept tasks then
 #: waited up to 0.8 s once (docs/assignment.rst, "In workers")
 KEPT_GAP_S = 1.0
+#: the longest from a worker's first restore's end to its first processed record:
+#: faust's fetch sleeps a whole second when every partition is paused for a
+#: restore (0.8 s measured here before streamjoin's consumer looked again sooner)
+START_GAP_S = 0.6
 #: the longest the producer may run (every load loop is bounded)
 MAX_PRODUCE_S = 240.0
 
@@ -126,6 +131,15 @@ def runs(records: list[Record], partition: int) -> list[tuple[str, float, float]
         else:
             out.append((name, at, at))
     return out
+
+
+def first_restore_end(log: str) -> float:
+    """The wall time (s) of the worker log's first "tables restored" line."""
+    for line in log.splitlines():
+        if "tables restored" in line:
+            stamp = line[1 : line.index("]")]  # [2026-11-29 00:34:52,862]
+            return datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp()
+    raise AssertionError("the worker logged no restore")
 
 
 def phase_gaps(records: list[Record], start: float, end: float) -> dict[int, tuple[float, bool]]:
@@ -216,6 +230,12 @@ def test_scale_out_and_in_keep_the_staying_tasks_running(
         log = spawned[name].log_text()
         assert "cooperative rebalance complete" in log, name
         assert "keep running" in log, name
+
+    # each worker fetches as soon as its first restore is over, not a second later
+    for name in ("w1", "w2"):
+        restored = first_restore_end(spawned[name].log_text())
+        first = min(at for n, _, _, at in records if n == name)
+        assert first - restored < START_GAP_S, f"{name}: first record {first - restored:.2f} s"
 
     report = []
     for label, start, end in (("scale-out", scale_out, scale_in), ("scale-in", scale_in, ended)):

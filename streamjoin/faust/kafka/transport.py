@@ -28,7 +28,9 @@ URL scheme ``streamjoin-kafka://`` (an entry point of ``faust.transports``).
 Subclassed (faust-streaming 0.15.3): ``faust.transport.drivers.aiokafka``'s
 ``Transport`` (its ``Consumer`` class attribute), ``Consumer``
 (``_new_consumer_thread``, faust's factory of its consumer thread;
-``on_partitions_revoked`` and ``on_partitions_assigned``) and
+``_wait_next_records``, its fetch step, which sleeps a second when no
+partition is live; ``getmany``; ``on_partitions_revoked`` and
+``on_partitions_assigned``) and
 ``AIOKafkaConsumerThread`` (``_create_worker_consumer``, which builds the
 aiokafka consumer with options of its own choosing: the rack is set on the
 built consumer's ``_client_rack`` (aiokafka 0.14.0), which ``start()`` hands to
@@ -42,7 +44,9 @@ the consumer it creates is read through
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -50,6 +54,7 @@ from faust.transport.drivers import aiokafka as driver
 from faust.types import TP
 
 from streamjoin.faust.kafka import incremental
+from streamjoin.faust.kafka.consumer import active_partitions
 from streamjoin.faust.kafka.cooperative import Cooperation, install_cooperative
 from streamjoin.faust.kafka.session import aiokafka_consumer, group_coordinator
 from streamjoin.membership.settings import MemberSettings
@@ -61,6 +66,9 @@ if TYPE_CHECKING:
 __all__ = ["CooperativeTransport", "RackAwareTransport", "member_rack"]
 
 logger = logging.getLogger(__name__)
+
+#: how often a fetch with no live partition looks again (faust waits a second)
+LIVE_LOOK_S = 0.01
 
 
 def _member_settings(app: AppT) -> MemberSettings | None:
@@ -93,6 +101,20 @@ class _RackConsumerThread(driver.AIOKafkaConsumerThread):
 class _RackConsumer(driver.Consumer):
     def _new_consumer_thread(self) -> driver.AIOKafkaConsumerThread:
         return _RackConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+    async def _wait_next_records(self, timeout: float) -> Any:  # Any: faust's (records, active)
+        """faust's, except when no partition is live (none assigned yet, or all
+        paused while their tables are restored): faust then sleeps a whole
+        second before it fetches again, so a worker whose restore ends just
+        after that starts almost a second late. Here the fetch looks again every
+        :data:`LIVE_LOOK_S` within that second and starts as soon as one is."""
+        if self.flow_active and not self.app.client_only and not active_partitions(self):
+            deadline = time.monotonic() + 1.0
+            while not active_partitions(self) and self.flow_active and not self.should_stop:
+                if time.monotonic() >= deadline:
+                    return {}, set()  # what faust's own wait returns
+                await asyncio.sleep(LIVE_LOOK_S)
+        return await super()._wait_next_records(timeout)
 
 
 class RackAwareTransport(driver.Transport):
