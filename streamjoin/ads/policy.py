@@ -9,7 +9,7 @@ records go to the dead-letter output with the reason.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -111,7 +111,41 @@ def decode_impressions(records: Sequence[Raw]) -> Decoded:
     loop for the chunk; anything else goes through the field-by-field checks,
     which name what is wrong.
     """
-    good: list[tuple[str, str, int, str, float]] = []  # Impression is one too
+    return _decode(records, _impression, _checked_impression)
+
+
+def _impression(doc: dict[str, Any], key: bytes) -> tuple[str, str, int, str, float] | None:
+    aid = doc.get("auction_id")
+    iid = doc.get("impression_id")
+    campaign = doc.get("campaign")
+    cost = doc.get("cost")
+    ts = doc.get("ts_ms")
+    if (
+        type(aid) is str
+        and type(iid) is str
+        and type(campaign) is str
+        and type(ts) is int
+        and (type(cost) is float or type(cost) is int)
+        and aid
+        and iid
+        and campaign
+        and MIN_EVENT_TS <= ts < MAX_EVENT_TS
+        and 0.0 <= cost < 1e9
+        and key == aid.encode()
+    ):
+        return (aid, iid, ts, campaign, float(cost))
+    return None
+
+
+def _decode(
+    records: Sequence[Raw],
+    recognise: Callable[[dict[str, Any], bytes], tuple[Any, ...] | None],
+    checked: Callable[[bytes | None, bytes | None], tuple[Any, ...]],
+) -> Decoded:
+    """A chunk decoded: each record's JSON object *recognise*-d in one pass,
+    or, when it is not, *checked* field by field (which raises
+    :class:`BadRecord` with the reason)."""
+    good: list[tuple[Any, ...]] = []
     bad: list[tuple[int, str]] = []
     keep = good.append
     for i, record in enumerate(records):
@@ -120,31 +154,14 @@ def decode_impressions(records: Sequence[Raw]) -> Decoded:
             doc = fast_loads(value) if key is not None and value is not None else None
         except ValueError:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
             doc = None
-        if type(doc) is dict:
-            aid = doc.get("auction_id")
-            iid = doc.get("impression_id")
-            campaign = doc.get("campaign")
-            cost = doc.get("cost")
-            ts = doc.get("ts_ms")
-            if (
-                type(aid) is str
-                and type(iid) is str
-                and type(campaign) is str
-                and type(ts) is int
-                and (type(cost) is float or type(cost) is int)
-                and aid
-                and iid
-                and campaign
-                and MIN_EVENT_TS <= ts < MAX_EVENT_TS
-                and 0.0 <= cost < 1e9
-                and key == aid.encode()
-            ):
-                keep((aid, iid, ts, campaign, float(cost)))
+        got = recognise(doc, key) if type(doc) is dict and key is not None else None
+        if got is None:
+            try:
+                got = checked(key, value)
+            except BadRecord as exc:
+                bad.append((i, exc.reason))
                 continue
-        try:
-            keep(_checked_impression(key, value))
-        except BadRecord as exc:
-            bad.append((i, exc.reason))
+        keep(got)
     return good, bad
 
 
@@ -168,35 +185,24 @@ def decode_click(key: bytes | None, value: bytes | None) -> Click:
 def decode_clicks(records: Sequence[Raw]) -> Decoded:
     """The clicks of a chunk of records, as :func:`decode_impressions` (plain
     tuples in :class:`Click`'s field order)."""
-    good: list[tuple[str, str, int]] = []  # Click is one too
-    bad: list[tuple[int, str]] = []
-    keep = good.append
-    for i, record in enumerate(records):
-        key, value = record.key, record.value
-        try:
-            doc = fast_loads(value) if key is not None and value is not None else None
-        except ValueError:
-            doc = None
-        if type(doc) is dict:
-            aid = doc.get("auction_id")
-            cid = doc.get("click_id")
-            ts = doc.get("ts_ms")
-            if (
-                type(aid) is str
-                and type(cid) is str
-                and type(ts) is int
-                and aid
-                and cid
-                and MIN_EVENT_TS <= ts < MAX_EVENT_TS
-                and key == aid.encode()
-            ):
-                keep((aid, cid, ts))
-                continue
-        try:
-            keep(_checked_click(key, value))
-        except BadRecord as exc:
-            bad.append((i, exc.reason))
-    return good, bad
+    return _decode(records, _click, _checked_click)
+
+
+def _click(doc: dict[str, Any], key: bytes) -> tuple[str, str, int] | None:
+    aid = doc.get("auction_id")
+    cid = doc.get("click_id")
+    ts = doc.get("ts_ms")
+    if (
+        type(aid) is str
+        and type(cid) is str
+        and type(ts) is int
+        and aid
+        and cid
+        and MIN_EVENT_TS <= ts < MAX_EVENT_TS
+        and key == aid.encode()
+    ):
+        return (aid, cid, ts)
+    return None
 
 
 def _checked_click(key: bytes | None, value: bytes | None) -> Click:

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeAlias
 
-from streamjoin.join.policy import LEFT, RIGHT, SIDES
+from streamjoin.join.policy import LEFT, RIGHT, SIDES, Raw
 from streamjoin.join.window import JoinWindow
 
 if TYPE_CHECKING:
@@ -34,9 +34,10 @@ __all__ = [
 TopicArg: TypeAlias = "str | TopicT"
 
 
-class InputRecord(Protocol):
+class InputRecord(Raw, Protocol):
     """What the join reads of an input record: aiokafka's ``ConsumerRecord`` (taken
-    from a fetch) and :class:`Fetched` have it; ``timestamp`` is in milliseconds."""
+    from a fetch) and :class:`Fetched` have it: what a policy decodes (key,
+    value, ``timestamp`` in milliseconds) and where it comes from."""
 
     @property
     def topic(self) -> str: ...
@@ -44,12 +45,6 @@ class InputRecord(Protocol):
     def partition(self) -> int: ...
     @property
     def offset(self) -> int: ...
-    @property
-    def key(self) -> bytes | None: ...
-    @property
-    def value(self) -> bytes | None: ...
-    @property
-    def timestamp(self) -> int | None: ...
 
 
 #: a record to produce: (topic, key, value, headers)
