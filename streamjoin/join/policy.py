@@ -33,7 +33,9 @@ __all__ = [
     "Raw",
     "ResultLogic",
     "TaskLogic",
+    "chunk_decoder",
     "decode_each",
+    "feed_chunk",
 ]
 
 R = TypeVar("R")
@@ -97,6 +99,28 @@ def decode_each(
         except BadRecord as exc:
             bad.append((i, exc.reason))
     return good, bad
+
+
+def chunk_decoder(policy: JoinPolicy) -> Callable[[str, Sequence[Raw]], Decoded]:
+    """*policy*'s ``decode_chunk``; for a policy written before chunks (no
+    ``decode_chunk``), :func:`decode_each` over its ``decode_left`` /
+    ``decode_right``."""
+    own: Callable[[str, Sequence[Raw]], Decoded] | None = getattr(policy, "decode_chunk", None)
+    if own is not None:
+        return own
+    return lambda side, records: decode_each(
+        policy.decode_left if side == LEFT else policy.decode_right, records
+    )
+
+
+def feed_chunk(logic: TaskLogic, side: str, records: Sequence[Any]) -> list[tuple[int, Emission]]:
+    """*logic*'s ``on_chunk``; for a logic written before chunks (no
+    ``on_chunk``), its ``on_left`` / ``on_right`` one record at a time."""
+    own = getattr(logic, "on_chunk", None)
+    if own is not None:
+        return own(side, records)  # type: ignore[no-any-return]
+    feed = logic.on_left if side == LEFT else logic.on_right
+    return [(i, emission) for i, record in enumerate(records) for emission in feed(record)]
 
 
 class Keyed(Protocol):

@@ -24,6 +24,8 @@ from streamjoin.join.policy import (
     SOURCE_HEADER,
     Emission,
     JoinPolicy,
+    chunk_decoder,
+    feed_chunk,
 )
 
 __all__ = ["OVERSIZED_KEPT", "SIZE_HEADER", "RecordRouter"]
@@ -59,6 +61,7 @@ class RecordRouter:
         self.name = name
         self.max_record_bytes = max_record_bytes
         self.policy = policy
+        self._decode = chunk_decoder(policy)
         self.stats = stats
         self.outputs = outputs
         self.dead_letters = dead_letters
@@ -117,8 +120,9 @@ class RecordRouter:
         ``timestamp`` (ms), as :class:`Fetched` and aiokafka's records do.
 
         The records are decoded and fed to the logic a chunk at a time
-        (:meth:`JoinPolicy.decode_chunk`, :meth:`TaskLogic.on_chunk`); the
-        records out are in the order of the records in, as if one at a time.
+        (:meth:`JoinPolicy.decode_chunk`, :meth:`TaskLogic.on_chunk`, or one
+        record at a time for a policy or logic without them); the records out
+        are in the order of the records in, as if one at a time.
         """
         logic = task.logic
         if logic is None:  # opened when first seen; a dropped task never reaches here
@@ -143,10 +147,10 @@ class RecordRouter:
             too_big = {i for i, _ in refused}
             kept_at = [i for i in kept_at if i not in too_big]  # type: ignore[assignment]
         kept = fresh if not refused else [fresh[i] for i in kept_at]
-        decoded, bad = self.policy.decode_chunk(side, kept)
+        decoded, bad = self._decode(side, kept)
         for i, reason in bad:
             refused.append((kept_at[i], self.dead_letter(kept[i], reason.encode())))
-        emitted = logic.on_chunk(side, decoded)
+        emitted = feed_chunk(logic, side, decoded)
         stats.bad += len(refused)
         out: list[Output] = []
         if refused:

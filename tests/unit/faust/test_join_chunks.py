@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import rocksdict
@@ -95,12 +97,46 @@ def _one_at_a_time(router: RecordRouter, task: JoinTask, side: str, records: lis
     return out
 
 
-def _run(tmp_path: Path, name: str, runs: list[tuple[str, list[Fetched]]], chunked: bool):
+class _BeforeChunks:
+    """The ad policy as a policy written before chunks: no ``decode_chunk``, and
+    task logic without ``on_chunk``."""
+
+    def __init__(self) -> None:
+        self.inner = AdAttribution(WINDOW)
+        self.window, self.outputs = self.inner.window, self.inner.outputs
+        self.decode_left, self.decode_right = self.inner.decode_left, self.inner.decode_right
+
+    def task(self, state: Any) -> Any:
+        logic = self.inner.task(state)
+        return SimpleNamespace(
+            **{
+                name: getattr(logic, name)
+                for name in (
+                    "on_left",
+                    "on_right",
+                    "settle",
+                    "set_idle",
+                    "rebuild_indexes",
+                    "checkpoint",
+                )
+            },
+            logic=logic.logic,
+            decision_time=None,
+        )
+
+
+def _run(
+    tmp_path: Path,
+    name: str,
+    runs: list[tuple[str, list[Fetched]]],
+    chunked: bool,
+    policy: Any = None,
+):
     stats = JoinStats()
+    policy = policy or AdAttribution(WINDOW)
     outputs = {kind: f"out-{kind}" for kind in AdAttribution(WINDOW).outputs}
-    router = RecordRouter("billing", AdAttribution(WINDOW), stats, outputs, "dead",
-                          max_record_bytes=LIMIT)  # fmt: skip
-    task = JoinTask(0, AdAttribution(WINDOW), max_idle_ms=1_000)
+    router = RecordRouter("billing", policy, stats, outputs, "dead", max_record_bytes=LIMIT)
+    task = JoinTask(0, policy, max_idle_ms=1_000)
     task.open(rocksdict.Rdict(str(tmp_path / name)), 0)
     out: list[Output] = []
     for side, records in runs:
@@ -126,3 +162,10 @@ def test_a_chunk_gives_the_records_out_of_one_record_at_a_time(tmp_path: Path, s
     for kind in (b"late: impression", b"late: click", b"record of", b"click: not JSON",
                  b"impression: not JSON"):  # fmt: skip
         assert any(reason.startswith(kind) for reason in reasons), kind
+
+
+def test_a_policy_written_before_chunks_is_fed_one_record_at_a_time(tmp_path: Path) -> None:
+    runs = _inputs(5)
+    old = _run(tmp_path, "old", runs, chunked=True, policy=_BeforeChunks())
+    assert old == _run(tmp_path, "single", runs, chunked=False)
+    assert old[0]
