@@ -220,8 +220,9 @@ class Intake:
     def _nothing_to_fetch(self, consumer: ConsumerT) -> bool:
         """Is a task held and no partition of the join left in faust's live set
         (every other one held too, or paused for a restore)? The next fetch
-        would then ask for nothing of the join (and faust sleeps a second on
-        an empty live set): it waits for a batch to make room instead."""
+        would then ask for nothing of the join, and the fetch loop would go
+        round empty (faust's consumer sleeps a second per round, streamjoin's
+        looks again every 10 ms): it waits for a batch to make room instead."""
         if not self.holding:
             return False
         return not any(tp.topic in self.topics for tp in active_partitions(consumer))
