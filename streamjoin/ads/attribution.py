@@ -164,13 +164,13 @@ class TaskAttribution:
         no record makes a click final (:meth:`settle` does): one loop, and the
         input's watermark is seen only when a record raises it, and once it is
         at the other input's (the decision time stays), once at the end."""
-        take = self._take_impression if side == LEFT else self._take_click
         out: list[tuple[int, ClickOutcome | Late]] = []
         if not self.decide_per_chunk or self.auto_checkpoint:
             feed = self.on_impression if side == LEFT else self.on_click
             for i, record in enumerate(records):
                 out.extend((i, item) for item in feed(record))  # type: ignore[arg-type]
             return out
+        take = self._take_impression if side == LEFT else self._take_click
         marks = self.marks
         see = marks.see
         decided = marks.decided
