@@ -202,6 +202,7 @@ SEAM = {
     "_send_req": "session.py",
     "_group_protocols": "session.py",
     "_streamjoin_lease": "session.py",
+    "_streamjoin_fetch_holds": "session.py",
     # aiokafka's rebalance steps, replaced for cooperative rebalancing
     "_assignors": "cooperative.py",
     "_subscription": "cooperative.py",

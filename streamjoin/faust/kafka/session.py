@@ -18,8 +18,10 @@ Private attributes used (faust-streaming 0.15.3, aiokafka 0.14.0):
   coordinator's public ``request_rejoin()``, called in that loop by
   :func:`request_rebalance`;
 * public: ``AIOKafkaConsumer.last_poll_timestamp(tp)`` (wall ms of the latest
-  fetch response that carried the partition), and its ``pause``/``resume``,
-  called in the thread's loop by :func:`hold_fetches` (a fault for tests).
+  fetch response that carried the partition), ``assignment()``, and its
+  ``pause``/``resume``, called in the thread's loop by :func:`hold_fetches`;
+  streamjoin's mark ``_streamjoin_fetch_holds`` on faust's consumer (why each
+  partition is held).
 
 :func:`install_lease` renews a :class:`~streamjoin.membership.lease.SessionLease`
 with the send time of every JoinGroup, SyncGroup and Heartbeat the
@@ -48,6 +50,8 @@ if TYPE_CHECKING:
     from faust.types import TP, AppT, ConsumerT
 
 __all__ = [
+    "FAULT",
+    "PAUSED",
     "aiokafka_consumer",
     "app_aiokafka_consumer",
     "call_in_consumer_thread",
@@ -237,20 +241,58 @@ def last_fetch_ms(consumer: ConsumerT, topic: str, partition: int) -> float | No
     return time.monotonic() * 1000 - (time.time() * 1000 - float(stamp))
 
 
-def hold_fetches(consumer: ConsumerT, tps: Iterable[TP], held: bool) -> bool:
-    """Stop (*held*) or restart every fetch of *tps* by the fetcher itself; a
-    fault for tests: the partitions' high watermarks and fetch times then stay
-    as they were while the broker's logs move on (a starved fetcher). faust's
-    own ``pause_partitions`` does not do this: its fetcher keeps fetching.
-    Returns whether the consumer was running to take it."""
+#: why the fetcher itself holds a partition (:func:`hold_fetches`): faust paused
+#: it (a table restoring, a changelog it never delivers) or a test's fault
+PAUSED, FAULT = "paused", "fault"
+
+
+def hold_fetches(consumer: ConsumerT, tps: Iterable[TP], held: bool, reason: str = FAULT) -> bool:
+    """Stop (*held*) or restart every fetch of *tps* by the fetcher itself, for
+    *reason*; a partition is fetched again once no reason holds it.
+
+    faust's own ``pause_partitions`` only stops delivering a partition: its
+    fetcher keeps fetching it, and with one broker that costs every other
+    partition (see :mod:`~streamjoin.faust.kafka.transport`), so the worker's
+    consumer holds those here too (:data:`PAUSED`). As a fault for tests
+    (:data:`FAULT`): the partitions' high watermarks and fetch times stay as
+    they were while the broker's logs move on (a starved fetcher).
+    Partitions not assigned (any more) when the consumer's thread gets to
+    them are left alone. Returns whether the consumer was running to take it.
+    """
     from aiokafka.structs import TopicPartition
 
     aio = aiokafka_consumer(consumer)
     loop = _thread_loop(consumer)
     if aio is None or loop is None:
         return False
-    parts = [TopicPartition(tp.topic, tp.partition) for tp in sorted(tps)]
-    loop.call_soon_threadsafe(lambda: aio.pause(*parts) if held else aio.resume(*parts))
+    holds: dict[TP, set[str]] | None = getattr(consumer, "_streamjoin_fetch_holds", None)
+    if holds is None:
+        holds = {}
+        consumer._streamjoin_fetch_holds = holds  # type: ignore[attr-defined]
+    pause: list[TopicPartition] = []
+    resume: list[TopicPartition] = []
+    for tp in sorted(tps):
+        reasons = holds.setdefault(tp, set())
+        if held:
+            reasons.add(reason)
+        else:
+            reasons.discard(reason)
+        if held or not reasons:
+            (pause if held else resume).append(TopicPartition(tp.topic, tp.partition))
+        if not reasons:
+            del holds[tp]
+
+    def apply() -> None:  # in the consumer's thread, where aiokafka's objects live
+        assigned = aio.assignment()
+        paused = [tp for tp in pause if tp in assigned]
+        resumed = [tp for tp in resume if tp in assigned]
+        if paused:
+            aio.pause(*paused)
+        if resumed:
+            aio.resume(*resumed)
+
+    if pause or resume:
+        loop.call_soon_threadsafe(apply)
     return True
 
 

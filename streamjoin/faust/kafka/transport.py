@@ -21,6 +21,22 @@ rebalances cooperatively:
   eager one (the group has an eager member, or this member lost its
   membership) they are faust's own.
 
+A partition faust pauses
+------------------------
+
+faust pauses a partition (``pause_partitions``) by no longer delivering it:
+the partitions of a task whose tables are being restored, and every
+changelog partition assigned to the worker (streamjoin restores and tails
+changelogs with a consumer of its own). Its aiokafka fetcher keeps fetching
+them all the same, and the first response of each, never consumed, stays in
+the fetcher: it fills fetch responses (a changelog is fetched from offset 0,
+a taken-over input from far behind) and holds back every fetch to that
+broker for aiokafka's prefetch back-off (0.1 s). With one broker a kept
+task's next records then came 0.3-0.6 s late after a takeover (the join
+benchmark's kill -9, docs/benchmarks.rst). Both transports' consumers
+therefore pause in the fetcher too what faust pauses, and resume it when
+faust does (:func:`~streamjoin.faust.kafka.session.hold_fetches`).
+
 ``streamjoin.App`` uses the cooperative one unless cooperative rebalancing is
 turned off, then the rack-aware one; a plain faust app opts in with the broker
 URL scheme ``streamjoin-kafka://`` (an entry point of ``faust.transports``).
@@ -29,8 +45,8 @@ Subclassed (faust-streaming 0.15.3): ``faust.transport.drivers.aiokafka``'s
 ``Transport`` (its ``Consumer`` class attribute), ``Consumer``
 (``_new_consumer_thread``, faust's factory of its consumer thread;
 ``_wait_next_records``, its fetch step, which sleeps a second when no
-partition is live; ``getmany``; ``on_partitions_revoked`` and
-``on_partitions_assigned``) and
+partition is live; ``pause_partitions`` and ``resume_partitions``;
+``getmany``; ``on_partitions_revoked`` and ``on_partitions_assigned``) and
 ``AIOKafkaConsumerThread`` (``_create_worker_consumer``, which builds the
 aiokafka consumer with options of its own choosing: the rack is set on the
 built consumer's ``_client_rack`` (aiokafka 0.14.0), which ``start()`` hands to
@@ -47,7 +63,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from faust.transport.drivers import aiokafka as driver
@@ -56,7 +72,12 @@ from faust.types import TP
 from streamjoin.faust.kafka import incremental
 from streamjoin.faust.kafka.consumer import active_partitions
 from streamjoin.faust.kafka.cooperative import Cooperation, install_cooperative
-from streamjoin.faust.kafka.session import aiokafka_consumer, group_coordinator
+from streamjoin.faust.kafka.session import (
+    PAUSED,
+    aiokafka_consumer,
+    group_coordinator,
+    hold_fetches,
+)
 from streamjoin.membership.settings import MemberSettings
 
 if TYPE_CHECKING:
@@ -101,6 +122,19 @@ class _RackConsumerThread(driver.AIOKafkaConsumerThread):
 class _RackConsumer(driver.Consumer):
     def _new_consumer_thread(self) -> driver.AIOKafkaConsumerThread:
         return _RackConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+    def pause_partitions(self, tps: Iterable[TP]) -> None:
+        """faust's, and the fetcher stops fetching them too (see the module's
+        *A partition faust pauses*)."""
+        tpset = set(tps)
+        super().pause_partitions(tpset)
+        hold_fetches(self, tpset, True, PAUSED)
+
+    def resume_partitions(self, tps: Iterable[TP]) -> None:
+        """faust's, and the fetcher fetches them again."""
+        tpset = set(tps)
+        super().resume_partitions(tpset)
+        hold_fetches(self, tpset, False, PAUSED)
 
     async def _wait_next_records(self, timeout: float) -> Any:  # Any: faust's (records, active)
         """faust's, except when no partition is live (none assigned yet, or all
