@@ -57,7 +57,12 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING, Any, cast
 
 from streamjoin.faust.kafka.consumer import forget_offsets, note_committed
-from streamjoin.faust.kafka.session import aiokafka_consumer, call_in_consumer_thread
+from streamjoin.faust.kafka.session import (
+    HELD,
+    aiokafka_consumer,
+    call_in_consumer_thread,
+    hold_fetches,
+)
 from streamjoin.lifecycle.rebalance import RebalanceKind
 
 if TYPE_CHECKING:
@@ -318,11 +323,13 @@ async def seek_to_committed(consumer: ConsumerT, tps: set[TP]) -> None:
 
 def hold_partitions(consumer: ConsumerT, tps: Collection[TP]) -> None:
     """Stop fetching *tps* for now, as faust does for a partition whose reader's
-    buffer is full: they leave the live set the next fetches ask for (aiokafka
-    keeps at most the one fetch response it has of each meanwhile)."""
+    buffer is full: they leave the live set the next fetches ask for, and the
+    fetcher stops fetching them too (:data:`~.session.HELD`; the one response
+    of each it may have is kept for when they come back)."""
     active = cast("Consumer", consumer)._active_partitions
     if active is not None:  # (None: not fetched yet, nothing to hold)
         active.difference_update(tps)
+        hold_fetches(consumer, tps, True, HELD)
 
 
 def release_partitions(consumer: ConsumerT, tps: Collection[TP]) -> None:
@@ -335,3 +342,4 @@ def release_partitions(consumer: ConsumerT, tps: Collection[TP]) -> None:
     paused = faust_consumer._paused_partitions
     assigned = consumer.assignment()
     active.update(tp for tp in tps if tp in assigned and tp not in paused)
+    hold_fetches(consumer, tps, False, HELD)

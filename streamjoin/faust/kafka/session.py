@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FAULT",
+    "HELD",
     "PAUSED",
     "aiokafka_consumer",
     "app_aiokafka_consumer",
@@ -242,8 +243,10 @@ def last_fetch_ms(consumer: ConsumerT, topic: str, partition: int) -> float | No
 
 
 #: why the fetcher itself holds a partition (:func:`hold_fetches`): faust paused
-#: it (a table restoring, a changelog it never delivers) or a test's fault
-PAUSED, FAULT = "paused", "fault"
+#: it (a table restoring, a changelog it never delivers), a join's task has a
+#: full inbox (:func:`~streamjoin.faust.kafka.incremental.hold_partitions`), or
+#: a test's fault
+PAUSED, HELD, FAULT = "paused", "held", "fault"
 
 
 def hold_fetches(consumer: ConsumerT, tps: Iterable[TP], held: bool, reason: str = FAULT) -> bool:
