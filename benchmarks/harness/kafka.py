@@ -1,12 +1,14 @@
 """Kafka side of the benchmarks: topics, a changelog written before any worker starts,
-and the generator's backlog produced as fast as the broker takes it."""
+the generator's backlog produced as fast as the broker takes it, and its events
+sent in real time (:func:`send_paced`)."""
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -189,3 +191,29 @@ async def topic_records(bootstrap: str, topic: str, rounds: int = 10) -> int | N
         return sum(max(int(listed[tp]), int(consumer.highwater(tp) or 0)) for tp in tps)
     finally:
         await consumer.stop()
+
+
+async def send_paced(
+    producer: Any,  # Any: aiokafka's AIOKafkaProducer (untyped)
+    events: Iterable[Any],
+    before_send: Callable[[Any], None] = lambda event: None,
+) -> AsyncIterator[tuple[Any, asyncio.Future[Any], float]]:
+    """Send the generator's *events*, each at its arrival time on the wall clock
+    (``arrival_ms``), and yield ``(event, its send future, seconds it was sent
+    late)`` for each; *before_send* is called with each right before it is sent.
+    A failed send raises here, at most one event later than its own; the last
+    sends are awaited before the iteration ends."""
+    in_flight: collections.deque[asyncio.Future[Any]] = collections.deque()
+    for event in events:
+        delay = event.arrival_ms / 1000 - time.time()
+        if delay > 0.002:
+            await asyncio.sleep(delay)
+        before_send(event)
+        future = await producer.send(
+            event.topic, event.value, key=event.key, timestamp_ms=event.timestamp_ms
+        )
+        in_flight.append(future)
+        while in_flight and in_flight[0].done():
+            in_flight.popleft().result()  # raises a failed send
+        yield event, future, max(0.0, -delay)
+    await asyncio.gather(*in_flight)

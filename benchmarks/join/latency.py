@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import ads
-from benchmarks.harness.kafka import create_topics
+from benchmarks.harness.kafka import create_topics, send_paced
 from benchmarks.harness.measure import LatencySummary, percentile
 from benchmarks.harness.report import Progress, render_table, say, verdict
 from benchmarks.harness.workers import BenchError, running
@@ -219,27 +219,19 @@ async def _latency_traffic(
             await asyncio.sleep(1.0)
 
     helpers = [asyncio.create_task(consume()), asyncio.create_task(sample())]
-    in_flight: collections.deque[asyncio.Future[Any]] = collections.deque()
     sent = traffic.sent
+
+    def note_click(event: Any) -> None:  # Any: a generator event
+        if event.topic == config.clicks_topic and event.timestamp_ms <= measured_until_ms:
+            sent[json.loads(event.value)["click_id"]] = time.time()
+
     try:
         started = time.monotonic()
         progress = Progress(started)
-        for event in generator.generate(config):
-            delay = event.arrival_ms / 1000 - time.time()  # event time is wall clock
-            if delay > 0.002:
-                await asyncio.sleep(delay)
-            else:
-                traffic.behind_ms = max(traffic.behind_ms, -delay * 1000)
-            if event.topic == config.clicks_topic and event.timestamp_ms <= measured_until_ms:
-                sent[json.loads(event.value)["click_id"]] = time.time()
-            in_flight.append(
-                await producer.send(
-                    event.topic, event.value, key=event.key, timestamp_ms=event.timestamp_ms
-                )
-            )
+        # event time is wall clock: each event is sent at its own time
+        async for _, _, late_s in send_paced(producer, generator.generate(config), note_click):
+            traffic.behind_ms = max(traffic.behind_ms, late_s * 1000)
             traffic.records += 1
-            while in_flight and in_flight[0].done():
-                in_flight.popleft().result()  # raises a failed send
             now = time.monotonic()
             if progress.due(now):
                 done = sum(1 for c in sent if c in traffic.received)
@@ -249,7 +241,6 @@ async def _latency_traffic(
                     f"{done:,}/{len(sent):,} clicks have their outcome, "
                     f"join decision time {lag:,.0f} ms behind the wall clock"
                 )
-        await asyncio.gather(*in_flight)
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline and any(c not in traffic.received for c in sent):
             await asyncio.sleep(0.2)

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import ads
-from benchmarks.harness.kafka import create_topics
+from benchmarks.harness.kafka import create_topics, send_paced
 from benchmarks.harness.report import Progress, render_table, say, verdict
 from benchmarks.harness.workers import BenchError, Workers
 from streamjoin.dev.broker import EmbeddedBroker
@@ -127,7 +127,6 @@ async def _produce(bootstrap: str, config: Any, sides: dict[str, str], appended:
 
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=2)
     await producer.start()
-    in_flight: collections.deque[asyncio.Future[Any]] = collections.deque()
 
     def note(side: str, future: asyncio.Future[Any]) -> None:
         if not future.cancelled() and future.exception() is None:
@@ -137,21 +136,13 @@ async def _produce(bootstrap: str, config: Any, sides: dict[str, str], appended:
     try:
         started = time.monotonic()
         progress = Progress(started)
-        for sent, event in enumerate(generator.generate(config), 1):
-            delay = event.arrival_ms / 1000 - time.time()
-            if delay > 0.002:
-                await asyncio.sleep(delay)
-            future = await producer.send(
-                event.topic, event.value, key=event.key, timestamp_ms=event.timestamp_ms
-            )
+        sent = 0
+        async for event, future, _ in send_paced(producer, generator.generate(config)):
             side = sides[event.topic]
             future.add_done_callback(lambda f, s=side: note(s, f))
-            in_flight.append(future)
-            while in_flight and in_flight[0].done():
-                in_flight.popleft().result()  # raises a failed send
+            sent += 1
             if progress.due(time.monotonic()):
                 say(f"  {time.monotonic() - started:.0f}s: {sent:,} records sent")
-        await asyncio.gather(*in_flight)
     finally:
         await producer.stop()
 

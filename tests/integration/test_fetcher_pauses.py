@@ -20,12 +20,11 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import urllib.request
 from pathlib import Path
-from typing import Any
 
 import pytest
 from kafka_util import create_topic, produce, run, wait_until
+from test_join_fair_fetch import _join, _position
 
 from streamjoin.dev.broker import EmbeddedBroker, free_port
 from streamjoin.dev.process import WorkerProcess
@@ -39,14 +38,10 @@ ORDERS = 40_000
 HOLDS = re.compile(r"fetcher holds (\[.*?\]) of (\[.*?\])")
 
 
-def _position(port: int, task: int) -> int:
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    try:
-        with opener.open(f"http://127.0.0.1:{port}/streamjoin/joins/", timeout=2) as response:
-            join: dict[str, Any] = json.loads(response.read())["paid"]
-    except (OSError, ValueError, KeyError):
-        return -1
-    return int((join["tasks"].get(str(task), {}).get("position", {}) or {}).get("left") or -1)
+def _slowest(port: int) -> int:
+    """The lower of the join's two tasks' positions."""
+    join = _join(port)
+    return min(_position(join, 0), _position(join, 1))
 
 
 def _holds(worker: WorkerProcess) -> list[tuple[set[str], set[str]]]:
@@ -79,13 +74,15 @@ def test_the_fetcher_holds_what_faust_paused_and_fetches_it_again_after_the_rest
         # the orders wait in the join's state (no payment comes): a changelog to restore
         worker.start()
         last = ORDERS // 2 - 1
-        wait_until(lambda: min(_position(port, 0), _position(port, 1)) >= last, 120, "the backlog")
+        wait_until(
+            lambda: min(_position(j := _join(port), 0), _position(j, 1)) >= last, 120, "the backlog"
+        )
         assert worker.stop(timeout=30) == 0
         shutil.rmtree(tmp_path / "w")  # the state is lost: the worker restores it
 
         worker.start().wait_for_log(r"Worker\]: Ready", timeout=90)
         run(produce(broker.bootstrap, orders, [(b"fresh", b"o", 0)]))
-        wait_until(lambda: _position(port, 0) > last, 60, "the new record applied")
+        wait_until(lambda: _position(_join(port), 0) > last, 60, "the new record applied")
         holds = _holds(worker)
     finally:
         worker.kill()
