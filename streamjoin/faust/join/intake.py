@@ -61,6 +61,7 @@ from streamjoin.faust.kafka.consumer import (
     read_offsets,
     readers,
     shorten_fetch_wait,
+    shorten_partition_fetch,
 )
 from streamjoin.faust.kafka.fetch_chain import INTAKE, Fetch, Records, fetch_chain
 from streamjoin.faust.kafka.incremental import hold_partitions, release_partitions
@@ -69,7 +70,7 @@ if TYPE_CHECKING:
     from faust.transport.consumer import Consumer
     from faust.types import TP, AppT, ConsumerT, EventT
 
-__all__ = ["FETCH_MAX_WAIT_MS", "Intake"]
+__all__ = ["FETCH_MAX_WAIT_MS", "FETCH_PARTITION_BYTES", "Intake"]
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +78,9 @@ logger = logging.getLogger(__name__)
 ROOM_POLL_S = 0.2
 #: the longest a fetch request of an app with a join waits on the broker (ms)
 FETCH_MAX_WAIT_MS = 50
+#: the most a fetch request of an app with a join asks of one partition (bytes):
+#: what a task's inbox may take beyond its high water
+FETCH_PARTITION_BYTES = 256 * 1024
 
 #: receives one partition's fetched records: (topic, partition, records)
 Receiver = Callable[[str, int, Sequence[InputRecord]], None]
@@ -156,6 +160,7 @@ class Intake:
         fetch_chain(consumer).register(name, INTAKE, take)
         self.installed_on = consumer
         shorten_fetch_wait(consumer, FETCH_MAX_WAIT_MS)
+        shorten_partition_fetch(consumer, FETCH_PARTITION_BYTES)
 
     async def take(
         self, consumer: ConsumerT, records: Records, active: Collection[TP] | None

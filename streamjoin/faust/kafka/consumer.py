@@ -17,10 +17,10 @@ Private attributes it depends on (faust-streaming 0.15.3, aiokafka 0.14.0):
   ``_waiting_for_ack`` and the module lock ``faust.transport.consumer.ack_lock``
   (what ``Consumer.ack`` updates per record);
 * faust ``TopicConductor._topic_name_index`` (topic -> the channels reading it);
-* aiokafka ``AIOKafkaConsumer._fetcher`` and its ``Fetcher._fetch_max_wait_ms``
-  and ``Fetcher._pending_tasks`` (the fetch requests in flight) and
-  ``Fetcher._fetch_task`` (its fetch loop); the fetcher whose ``close`` was
-  mended is marked ``_streamjoin_mended_close``;
+* aiokafka ``AIOKafkaConsumer._fetcher`` and its ``Fetcher._fetch_max_wait_ms``,
+  ``Fetcher._max_partition_fetch_bytes`` and ``Fetcher._pending_tasks`` (the
+  fetch requests in flight) and ``Fetcher._fetch_task`` (its fetch loop); the
+  fetcher whose ``close`` was mended is marked ``_streamjoin_mended_close``;
 * faust ``App._fetcher`` (the service that runs the consumer's fetches;
   started again once tables are restored, as faust's recovery does).
 
@@ -57,6 +57,7 @@ __all__ = [
     "read_offsets",
     "readers",
     "shorten_fetch_wait",
+    "shorten_partition_fetch",
     "start_fetcher",
 ]
 
@@ -109,11 +110,33 @@ def shorten_fetch_wait(consumer: ConsumerT, wait_ms: int) -> bool:
     of 0.4 s); a join's latency then includes that wait. Returns whether the
     setting was found (faust's aiokafka driver) and changed.
     """
+    return _lower_fetcher_setting(consumer, "_fetch_max_wait_ms", wait_ms)
+
+
+def shorten_partition_fetch(consumer: ConsumerT, max_bytes: int) -> bool:
+    """Make the consumer's fetch requests ask for at most *max_bytes* of each
+    partition (never more than the app's ``consumer_max_fetch_size``, which
+    faust sets as aiokafka's ``max_partition_fetch_bytes``: 1 MiB by default).
+
+    A join takes a partition's whole fetch into its task's inbox, so a task
+    may hold that much beyond its ``2 × batch_max`` until its batches take
+    it: at 1 MiB, 80,000-140,000 fetched records waited in a worker's
+    inboxes, and each young collection of the cyclic collector looked at all
+    of them (docs/benchmarks.rst). A record larger than *max_bytes* is
+    still fetched (a broker always answers with at least one record batch).
+    Returns whether the setting was found and changed.
+    """
+    return _lower_fetcher_setting(consumer, "_max_partition_fetch_bytes", max_bytes)
+
+
+def _lower_fetcher_setting(consumer: ConsumerT, name: str, value: int) -> bool:
+    """Set the fetcher's *name* (read when the next fetch request is built) to
+    *value* if that lowers it; returns whether it did."""
     fetcher: Fetcher | None = getattr(aiokafka_consumer(consumer), "_fetcher", None)
-    current = getattr(fetcher, "_fetch_max_wait_ms", None)
-    if fetcher is None or not isinstance(current, int) or current <= wait_ms:
+    current = getattr(fetcher, name, None)
+    if fetcher is None or not isinstance(current, int) or current <= value:
         return False
-    fetcher._fetch_max_wait_ms = wait_ms  # read when the next fetch request is built
+    setattr(fetcher, name, value)
     return True
 
 

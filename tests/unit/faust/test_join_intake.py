@@ -369,6 +369,21 @@ def test_the_fetch_wait_is_shortened_never_lengthened() -> None:
     assert not shorten_fetch_wait(SimpleNamespace(), 50)  # not faust's aiokafka driver
 
 
+def test_the_partition_fetch_size_is_lowered_never_raised() -> None:
+    from types import SimpleNamespace
+
+    from streamjoin.faust.kafka.consumer import shorten_partition_fetch
+
+    fetcher = SimpleNamespace(_max_partition_fetch_bytes=1024**2)
+    consumer = SimpleNamespace(_thread=SimpleNamespace(_consumer=SimpleNamespace(_fetcher=fetcher)))
+    assert shorten_partition_fetch(consumer, 256 * 1024)
+    assert fetcher._max_partition_fetch_bytes == 256 * 1024
+    # an app that asked for less keeps it
+    assert not shorten_partition_fetch(consumer, 512 * 1024)
+    assert fetcher._max_partition_fetch_bytes == 256 * 1024
+    assert not shorten_partition_fetch(SimpleNamespace(), 256 * 1024)
+
+
 def test_the_intake_acks_a_side_by_its_topic() -> None:
     app = _App({"imps": 1, "clicks": 1})
     intake = _intake(app, [])
