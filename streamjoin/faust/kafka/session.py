@@ -276,14 +276,15 @@ def hold_fetches(consumer: ConsumerT, tps: Iterable[TP], held: bool, reason: str
     resume: list[TopicPartition] = []
     for tp in sorted(tps):
         reasons = holds.setdefault(tp, set())
+        part = TopicPartition(tp.topic, tp.partition)
         if held:
             reasons.add(reason)
+            pause.append(part)
         else:
             reasons.discard(reason)
-        if held or not reasons:
-            (pause if held else resume).append(TopicPartition(tp.topic, tp.partition))
-        if not reasons:
-            del holds[tp]
+            if not reasons:
+                del holds[tp]
+                resume.append(part)
 
     def apply() -> None:  # in the consumer's thread, where aiokafka's objects live
         assigned = aio.assignment()
