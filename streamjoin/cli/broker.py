@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -65,10 +66,13 @@ def _serve(service: Any, broker: EmbeddedBroker, where: str, started: Callable[[
     address, call *started*, and run until SIGINT or SIGTERM, then stop it."""
     from streamjoin.dev.errors import DevError
 
-    stop = threading.Event()
+    # the handler only records the signal: it runs in the main thread between
+    # bytecodes, so taking a lock there (threading.Event.set) could deadlock on
+    # the lock the loop's own wait holds at that moment
+    signalled: list[int] = []
 
     def _on_signal(signum: int, _frame: object) -> None:
-        stop.set()
+        signalled.append(signum)
 
     previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -80,7 +84,8 @@ def _serve(service: Any, broker: EmbeddedBroker, where: str, started: Callable[[
         click.echo(f"embedded broker pid {broker.pid} {where}; Ctrl-C stops it", err=True)
         sys.stdout.flush()
         started()
-        while not stop.wait(0.5):
+        while not signalled:
+            time.sleep(0.2)  # the handler runs within it; the loop sees the flag next
             if not broker.running():
                 raise click.ClickException("the embedded broker exited unexpectedly")
     finally:
