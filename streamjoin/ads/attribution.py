@@ -412,7 +412,7 @@ class TaskAttribution:
                 note(delta, value["campaign"], at, 0, 1, micros(value["cost"]))
 
         gone = self.impressions.expire(cut, lambda campaign, ts: note(delta, campaign, ts, 1, 0, 0))
-        gone.extend(self.clicks.expire(cut, billed))
+        gone.extend(self.clicks.expire(cut, billed, self.state))
         self.campaigns.fold(delta, cut, self.state)
         for key in gone:
             self.state.delete(key)

@@ -1,18 +1,27 @@
-"""The clicks one task of the ad join holds: pending ones as rows, decided ones in chunks. Pure.
+"""The clicks one task of the ad join holds: pending and decided ones in chunks. Pure.
 
 :class:`ClickStore` keeps every click a task holds in memory, by its identity
 ``(join key, ts, click id)``, with its stored value: ``{"o": None}`` while it
-is pending, the outcome's fields once it is decided. In the task's state a
-click that is still pending at the end of a batch is a row of its own
-(``c``); the clicks decided since the last :meth:`ClickStore.flush` go to
-state as one *chunk* per time segment (``v``, see :mod:`streamjoin.ads.keys`),
-written once and deleted whole when the segment expires, and a pending row
-they replace is deleted after the chunk is written. A click's segment is
-that of the later of its time and the time of the impression it billed: the
-chunk is what says the impression is billed, so it must not go first.
+is pending, the outcome's fields once it is decided. In the task's state the
+clicks still pending at the end of a batch are one *pending chunk* (``q``: a
+JSON list of ``[key, ts, id]``), written once; it is deleted when the last
+of them is decided. The clicks decided since the last :meth:`ClickStore.flush`
+go to state as one *chunk* per time segment (``v``, see
+:mod:`streamjoin.ads.keys`), written once and deleted whole when the segment
+expires. A click's segment is that of the later of its time and the time of
+the impression it billed: the chunk is what says the impression is billed,
+so it must not go first.
 
-Decided rows of the format before 0.2 (``c`` with an outcome) are still
-read, and expire one by one.
+So a click that waits for its decision across batches costs one entry in a
+list, not a row, a changelog record and a tombstone of its own. A restore
+reads a pending chunk's clicks that no decided chunk holds as pending; a
+pending chunk is therefore never left to outlive the decided entry of a
+click it lists (:meth:`ClickStore.expire` writes it anew without the
+decided ones first).
+
+Rows of the format before 0.3 (``c``: one per pending click, and before 0.2
+per decided click too) are still read; a pending one is deleted once its
+click is decided, a decided one expires on its own.
 """
 
 from __future__ import annotations
@@ -47,12 +56,18 @@ class ClickStore:
     def __init__(self, segment: int) -> None:
         self.segment = segment
         self.values: dict[ClickKey, dict[str, Any]] = {}
-        #: pending clicks added since the last flush (their rows are written then)
+        #: pending clicks added since the last flush (written then if still pending)
         self._unsaved: list[ClickKey] = []
-        #: pending clicks whose row is in state
-        self._saved: set[ClickKey] = set()
-        #: clicks whose pending row is to be deleted at the next flush
-        self._stale: list[ClickKey] = []
+        #: pending clicks in state -> the key that holds them: a pending chunk,
+        #: or a row of their own (format before 0.3)
+        self._saved: dict[ClickKey, bytes] = {}
+        #: pending chunks in state -> the clicks they list (pending or decided since)
+        self._listed: dict[bytes, list[ClickKey]] = {}
+        #: pending chunks in state -> how many of their clicks are still pending
+        self._live: dict[bytes, int] = {}
+        #: state keys to delete at the next flush: pending chunks (and rows)
+        #: whose clicks are all decided
+        self._stale: list[bytes] = []
         #: the decided clicks' chunks; a segment's members are its clicks
         self._chunks: SegmentChunks[ClickKey] = SegmentChunks(keys.VERDICTS)
         #: decided rows of the format before 0.2: (expires at, ts, key, id)
@@ -63,6 +78,8 @@ class ClickStore:
         self.values.clear()
         self._unsaved.clear()
         self._saved.clear()
+        self._listed.clear()
+        self._live.clear()
         self._stale.clear()
         self._chunks.clear()
         self._rows.clear()
@@ -80,44 +97,77 @@ class ClickStore:
         segment = expires - expires % self.segment
         entry = (*key, value["o"], value.get("imp"), value.get("campaign"), value.get("cost"))
         self._chunks.add(segment, key, entry)
-        if key in self._saved:
-            self._saved.discard(key)
-            self._stale.append(key)
+        saved = self._saved.pop(key, None)
+        if saved is not None:
+            self._release(saved)
         return segment
+
+    def _release(self, saved: bytes) -> None:
+        """One click *saved* holds is decided: delete it once none is left pending."""
+        live = self._live.get(saved)
+        if live is None:  # a row of its own (format before 0.3)
+            self._stale.append(saved)
+        elif live > 1:
+            self._live[saved] = live - 1
+        else:
+            del self._live[saved], self._listed[saved]
+            self._stale.append(saved)
 
     def flush(self, state: KVState) -> None:
         """Write the clicks decided since the last flush (one chunk per segment),
-        then delete the pending rows they replace, then write the rows of the
-        clicks still pending."""
+        then delete the pending chunks whose clicks are all decided, then write
+        the clicks added since and still pending as one pending chunk."""
         self._chunks.flush(state)
         for stale in self._stale:
-            state.delete(keys.record_key(keys.CLICK, *stale))
+            state.delete(stale)
         self._stale.clear()
         values = self.values
-        for pending in self._unsaved:
-            value = values.get(pending)
-            if value is not None and value["o"] is None:
-                state.put(keys.record_key(keys.CLICK, *pending), _PENDING)
-                self._saved.add(pending)
+        pending = [c for c in self._unsaved if (v := values.get(c)) is not None and v["o"] is None]
         self._unsaved.clear()
+        if pending:
+            self._write_pending(state, pending)
+
+    def _write_pending(self, state: KVState, pending: list[ClickKey]) -> bytes:
+        """Write *pending* as one pending chunk, named by its first click (which
+        no other pending chunk lists: a click is written pending once, or
+        again only when its chunk is written anew without the decided ones)."""
+        key = keys.record_key(keys.PENDING, *pending[0])
+        state.put(key, dump_state(pending))
+        self._listed[key] = pending
+        self._live[key] = len(pending)
+        saved = self._saved
+        for click in pending:
+            saved[click] = key
+        return key
 
     def expires_before(self, cut: int) -> bool:
         """Whether any decided click held expires before *cut*."""
         rows = self._rows
         return self._chunks.any_before(cut) or bool(rows and rows[0][0] < cut)
 
-    def expire(self, cut: int, gone: Callable[[dict[str, Any], int], None]) -> list[bytes]:
+    def expire(
+        self, cut: int, gone: Callable[[dict[str, Any], int], None], state: KVState
+    ) -> list[bytes]:
         """Drop every decided click that expires before *cut* (a segment start);
         *gone* is told each one's value and expiry time (or its segment's
         start). Returns the state keys to delete (see
-        :meth:`~streamjoin.ads.impressions.ImpressionStore.expire`). Flush first."""
+        :meth:`~streamjoin.ads.impressions.ImpressionStore.expire`). Flush first.
+
+        A pending chunk that lists a click dropped here is written anew with
+        its pending clicks only (to *state*, now) and its old key comes first
+        in the list: a restore never reads a click as pending whose decided
+        entry is gone.
+        """
         dropped: list[bytes] = []
         values = self.values
+        expired: set[ClickKey] = set()
         for segment, members in self._chunks.pop_before(cut, dropped):
             for key in members:
                 value = values.pop(key, None)
                 if value is not None:
                     gone(value, segment)
+            if self._listed:
+                expired.update(members)
         rows = self._rows
         while rows and rows[0][0] < cut:
             expires, ts, jkey, rid = heapq.heappop(rows)
@@ -125,6 +175,14 @@ class ClickStore:
             if value is not None:
                 gone(value, expires)
             dropped.append(keys.record_key(keys.CLICK, jkey, ts, rid))
+        if expired:
+            rewritten = [k for k in sorted(self._listed) if not expired.isdisjoint(self._listed[k])]
+            for old in rewritten:
+                saved = self._saved
+                pending = [c for c in self._listed.pop(old) if saved.get(c) == old]
+                del self._live[old]
+                if self._write_pending(state, pending) != old:
+                    dropped.insert(0, old)
         return dropped
 
     def load(
@@ -157,12 +215,12 @@ class ClickStore:
         for key, raw in state.scan(*keys.family_range(keys.CLICK)):
             click = keys.decode_record_key(key)
             if click in values:  # decided in a chunk; the delete of its row was cut off
-                self._stale.append(click)
+                self._stale.append(key)
                 continue
             value = loads(raw)
             values[click] = value
             if value["o"] is None:
-                self._saved.add(click)
+                self._saved[click] = key
                 pending.append(click)
                 continue
             jkey, ts, rid = click
@@ -172,5 +230,19 @@ class ClickStore:
                 expires = ts if imp_ts is None else max(ts, imp_ts)
             self._rows.append((expires, ts, jkey, rid))
             counted(value, expires)
+        for key, raw in state.scan(*keys.family_range(keys.PENDING)):
+            listed: list[ClickKey] = [(jkey, ts, rid) for jkey, ts, rid in loads(raw)]
+            # a click decided in a chunk (whose delete of this one was cut off),
+            # or also listed by a chunk read before (its rewrite was cut off)
+            live = [click for click in listed if click not in values]
+            if not live:
+                self._stale.append(key)
+                continue
+            self._listed[key] = listed
+            self._live[key] = len(live)
+            for click in live:
+                values[click] = {"o": None}
+                self._saved[click] = key
+            pending.extend(live)
         heapq.heapify(self._rows)
         return pending

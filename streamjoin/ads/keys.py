@@ -8,7 +8,8 @@ family layout                                       value
 ``s``  ``s`` segment key ts id                      impressions of one segment (JSON list)
 ``v``  ``v`` segment key ts id                      decided clicks of one segment (JSON list)
 ``i``  ``i`` key ts id                (before 0.2 only)      an impression (JSON)
-``c``  ``c`` key ts id                              a pending click (before 0.2: or decided)
+``q``  ``q`` key ts id                              clicks pending at a batch's end (JSON list)
+``c``  ``c`` key ts id                (before 0.3 only)      a pending click (or decided)
 ``d``  ``d`` ...              (before 0.2 only)      pending click, by due time
 ``x``  ``x`` ...              (before 0.2 only)      expiry order
 ``k``  ``k`` campaign                               a campaign's folded counts
@@ -28,9 +29,15 @@ click billed an impression is read from the click's entry (outcome
 ``attributed`` and the impression's id), and a segment's chunks are deleted
 whole when it expires. A click is in the segment of the later of its time and
 that of the impression it billed, so it goes no earlier than that
-impression. Only pending clicks are rows of their own (``c``). Rows ``i`` and
-decided rows ``c`` of an earlier version are still read (an impression's
-``billed`` field too) and expire one by one.
+impression.
+
+Since 0.3 the clicks still pending at the end of a batch are one row too
+(``q``, keyed by its first click, a JSON list of ``[key, ts, id]``), deleted
+once all of them are decided; one that lists a click whose decided entry
+expires is written anew without it first. Rows ``i``, and rows ``c`` (a
+pending click, or a decided one before 0.2) of an earlier version are still
+read (an impression's ``billed`` field too); a decided one expires on its
+own, a pending one is deleted once decided.
 """
 
 from __future__ import annotations
@@ -56,6 +63,7 @@ __all__ = [
     "FAMILY_NAMES",
     "IMPRESSION",
     "MAX_TS",
+    "PENDING",
     "STREAM_TIME",
     "VERDICTS",
     "campaign_key",
@@ -75,6 +83,7 @@ IMPRESSION = b"i"
 CHUNK = b"s"
 VERDICTS = b"v"
 CLICK = b"c"
+PENDING = b"q"
 DUE = b"d"
 EXPIRY = b"x"
 
@@ -84,7 +93,8 @@ FAMILY_NAMES: dict[int, str] = {
     IMPRESSION[0]: "impressions (before 0.2)",
     CHUNK[0]: "impressions",
     VERDICTS[0]: "decided clicks",
-    CLICK[0]: "clicks",
+    CLICK[0]: "clicks (before 0.3)",
+    PENDING[0]: "pending clicks",
     DUE[0]: "due index",
     CAMPAIGN[0]: "campaign counts",
     EXPIRY[0]: "expiry index",

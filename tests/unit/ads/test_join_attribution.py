@@ -18,7 +18,7 @@ from streamjoin.ads.attribution import (
     TaskAttribution,
     attribute,
 )
-from streamjoin.ads.events import dump_state
+from streamjoin.ads.events import dump_state, loads
 from streamjoin.join.errors import JoinConfigError
 from streamjoin.join.policy import Late
 from streamjoin.join.state import MemoryState
@@ -319,8 +319,8 @@ def test_a_state_written_before_impression_chunks_is_read_and_expires() -> None:
 
 
 def test_a_click_pending_across_batches_leaves_one_decided_entry_whatever_the_cut() -> None:
-    """A click still pending at the end of a batch is a row of its own; once it is
-    decided its chunk entry is written before that row is deleted, so any cut
+    """The clicks still pending at the end of a batch are a pending chunk; once they
+    are decided their entries are written before that chunk is deleted, so any cut
     restores either the pending click (decided again by the replay) or its
     outcome (whose output was acked before any change), and no row is left over."""
     window = JoinWindow(before=0, after=30, grace=10)
@@ -350,5 +350,74 @@ def test_a_click_pending_across_batches_leaves_one_decided_entry_whatever_the_cu
         # with none of them restored, the replay must emit k1's outcome itself
         emitted = replayed if cut == start else {**delivered, **replayed}
         assert emitted == {"k1": Outcome.ATTRIBUTED}, f"cut at {cut}"
-        rows = restored.scan(*keys.family_range(keys.CLICK))
-        assert [keys.decode_record_key(k)[2] for k, _ in rows] == ["k2"]  # k1's row is gone
+        # one pending chunk is left, k2's: k1's went once it was decided
+        chunks = restored.scan(*keys.family_range(keys.PENDING))
+        assert [loads(raw) for _, raw in chunks] == [[["b", 20, "k2"]]]
+        assert restored.scan(*keys.family_range(keys.CLICK)) == []
+
+
+def test_a_pending_chunk_never_outlives_the_decided_entry_of_a_click_it_lists() -> None:
+    """Two clicks pending at the end of a batch share a pending chunk. When the
+    first one's decided entry expires, batches later, while the second is still
+    pending, the chunk is written anew without it first: whatever cut of that
+    batch a restore reads, the first click is never pending again (the replay
+    does not hold it: it would get a second outcome), and the others get one."""
+    window = JoinWindow(before=0, after=30, grace=10)  # retention 40, segment 5
+    batches: list[list[Impression | Click]] = [
+        [Click("a", "k1", 0), Click("b", "k2", 300)],  # no impression yet: both pending
+        [Impression("c", "i1", 25, "camp", 0.5), Click("c", "k3", 25)],  # k1 is due
+        [Impression("d", "i2", 150, "camp", 0.5), Click("d", "k4", 150)],  # k1 expires
+    ]
+    first = TaskAttribution(window, auto_checkpoint=False, decide_per_chunk=True)
+    assert isinstance(first.state, MemoryState)
+    first.state.record_changelog = True
+    assert _batch(first, batches[0]) == {}
+    pending = first.state.scan(*keys.family_range(keys.PENDING))
+    assert [loads(raw) for _, raw in pending] == [[["a", 0, "k1"], ["b", 300, "k2"]]]
+    assert _batch(first, batches[1]) == {"k1": Outcome.UNATTRIBUTED}
+    assert ("a", 0, "k1") in first.clicks.values  # not expired yet
+    start = len(first.state.changelog)
+    delivered = _batch(first, batches[2])
+    assert delivered == {"k3": Outcome.ATTRIBUTED}
+    changes = first.state.changelog
+    assert ("a", 0, "k1") not in first.clicks.values
+    # k1's pending chunk now lists k2 alone (k4 is pending in the batch's own)
+    pending = first.state.scan(*keys.family_range(keys.PENDING))
+    assert [loads(raw) for _, raw in pending] == [[["b", 300, "k2"]], [["d", 150, "k4"]]]
+    for cut in range(start, len(changes) + 1):
+        second = TaskAttribution(
+            window,
+            MemoryState.from_changelog(changes[:cut]),
+            auto_checkpoint=False,
+            decide_per_chunk=True,
+        )
+        second.rebuild_indexes()
+        replayed = _batch(second, batches[2])
+        replayed |= {o.click_id: o.outcome for o in second.flush() if isinstance(o, ClickOutcome)}
+        assert "k1" not in replayed, f"cut at {cut}: k1 pending again"
+        # a change reaches the changelog only once the batch's outputs are acked
+        emitted = replayed if cut == start else {**delivered, **replayed}
+        assert all(delivered[c] == o for c, o in replayed.items() if c in delivered), cut
+        assert emitted == {
+            "k2": Outcome.UNATTRIBUTED,
+            "k3": Outcome.ATTRIBUTED,
+            "k4": Outcome.ATTRIBUTED,
+        }, f"cut at {cut} of {len(changes)}"
+
+
+def test_a_pending_click_row_of_the_format_before_0_3_is_read_and_deleted_once_decided() -> None:
+    """A pending click stored as a row of its own (``c``, before 0.3) is held as
+    pending after a restore, decided once, and its row deleted after its entry
+    is written."""
+    window = JoinWindow(before=0, after=30, grace=10)
+    old = MemoryState()
+    old.put(keys.record_key(keys.CLICK, "a", 5, "k1"), dump_state({"o": None}))
+    task = TaskAttribution(window, old, auto_checkpoint=False, decide_per_chunk=True)
+    task.rebuild_indexes()
+    assert task.pending == 1
+    later: list[Impression | Click] = [Impression("b", "i1", 40, "camp", 0.5), Click("b", "k2", 40)]
+    assert _batch(task, later) == {"k1": Outcome.UNATTRIBUTED}
+    assert old.scan(*keys.family_range(keys.CLICK)) == []
+    assert [loads(raw) for _, raw in old.scan(*keys.family_range(keys.PENDING))] == [
+        [["b", 40, "k2"]]
+    ]
