@@ -175,7 +175,7 @@ def comparison_rows(passes: Sequence[Pass]) -> list[list[str]]:
                 fmt_rate(p.rate),
                 fmt_share(share(p.rate, ceilings.get(p.backlog))),
                 fmt_mib(p.rss_bytes),
-                "" if per_input is None else f"{per_input:.2f}",
+                "" if per_input is None else f"{per_input:.3f}",
             ]
         )
     return rows
@@ -662,7 +662,7 @@ def summary_rows(tp: ThroughputReport) -> list[list[str]]:
             rows.append(
                 [
                     "changelog records per input record (join alone)",
-                    f"{per_input:.2f}",
+                    f"{per_input:.3f}",
                     f"<= {CHANGELOG_PER_INPUT_TARGET:.2f}",
                     verdict(per_input <= CHANGELOG_PER_INPUT_TARGET),
                 ]

@@ -203,7 +203,7 @@ def test_comparison_rows_share_each_backlogs_own_ceiling() -> None:
     rows = tp.comparison_rows(passes)
     assert rows == [
         [tp.CEILING, "1,000", "100,000", "100%", "", ""],
-        [tp.JOIN_ALONE, "1,000", "25,000", "25%", "150 MiB", "1.34"],
+        [tp.JOIN_ALONE, "1,000", "25,000", "25%", "150 MiB", "1.340"],
         [tp.QUIX, "", "not run", "", "", ""],
         [f"{tp.CEILING}, large backlog", "5,000", "50,000", "100%", "", ""],
         [f"{tp.JOIN_ALONE}, large backlog", "5,000", "20,000", "40%", "", ""],
