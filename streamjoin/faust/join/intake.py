@@ -62,7 +62,6 @@ from streamjoin.faust.kafka.consumer import (
     readers,
     shorten_fetch_wait,
     shorten_partition_fetch,
-    shorten_response,
 )
 from streamjoin.faust.kafka.fetch_chain import INTAKE, Fetch, Records, fetch_chain
 from streamjoin.faust.kafka.incremental import hold_partitions, release_partitions
@@ -71,7 +70,7 @@ if TYPE_CHECKING:
     from faust.transport.consumer import Consumer
     from faust.types import TP, AppT, ConsumerT, EventT
 
-__all__ = ["FETCH_MAX_WAIT_MS", "FETCH_PARTITION_BYTES", "FETCH_RESPONSE_BYTES", "Intake"]
+__all__ = ["FETCH_MAX_WAIT_MS", "FETCH_PARTITION_BYTES", "Intake"]
 
 logger = logging.getLogger(__name__)
 
@@ -82,9 +81,6 @@ FETCH_MAX_WAIT_MS = 50
 #: the most a fetch request of an app with a join asks of one partition (bytes):
 #: what a task's inbox may take beyond its high water
 FETCH_PARTITION_BYTES = 256 * 1024
-#: the most a fetch request of an app with a join asks for in all (bytes): a
-#: partition's backlog holds up the others' next fetch by at most this much
-FETCH_RESPONSE_BYTES = 4 * FETCH_PARTITION_BYTES
 
 #: receives one partition's fetched records: (topic, partition, records)
 Receiver = Callable[[str, int, Sequence[InputRecord]], None]
@@ -165,7 +161,6 @@ class Intake:
         self.installed_on = consumer
         shorten_fetch_wait(consumer, FETCH_MAX_WAIT_MS)
         shorten_partition_fetch(consumer, FETCH_PARTITION_BYTES)
-        shorten_response(consumer, FETCH_RESPONSE_BYTES)
 
     async def take(
         self, consumer: ConsumerT, records: Records, active: Collection[TP] | None

@@ -18,8 +18,7 @@ Private attributes it depends on (faust-streaming 0.15.3, aiokafka 0.14.0):
   (what ``Consumer.ack`` updates per record);
 * faust ``TopicConductor._topic_name_index`` (topic -> the channels reading it);
 * aiokafka ``AIOKafkaConsumer._fetcher`` and its ``Fetcher._fetch_max_wait_ms``,
-  ``Fetcher._max_partition_fetch_bytes``, ``Fetcher._fetch_max_bytes`` and
-  ``Fetcher._pending_tasks`` (the
+  ``Fetcher._max_partition_fetch_bytes`` and ``Fetcher._pending_tasks`` (the
   fetch requests in flight) and ``Fetcher._fetch_task`` (its fetch loop); the
   fetcher whose ``close`` was mended is marked ``_streamjoin_mended_close``;
 * faust ``App._fetcher`` (the service that runs the consumer's fetches;
@@ -59,7 +58,6 @@ __all__ = [
     "readers",
     "shorten_fetch_wait",
     "shorten_partition_fetch",
-    "shorten_response",
     "start_fetcher",
 ]
 
@@ -129,26 +127,6 @@ def shorten_partition_fetch(consumer: ConsumerT, max_bytes: int) -> bool:
     Returns whether the setting was found and changed.
     """
     return _lower_fetcher_setting(consumer, "_max_partition_fetch_bytes", max_bytes)
-
-
-def shorten_response(consumer: ConsumerT, max_bytes: int) -> bool:
-    """Make the consumer's fetch requests ask for at most *max_bytes* in all
-    (aiokafka's ``fetch_max_bytes``: 50 MiB by default, which faust leaves).
-
-    A broker fills a response partition after partition, in the request's
-    order (aiokafka shuffles it each time), until that budget is spent. The
-    embedded broker spends all of it, up to its own 5 MiB, on the first
-    partition with a backlog, whatever the per-partition limit asked
-    (measured: 25,272 records of 200 bytes in one response with 256 KiB
-    asked per partition), so a partition after it in the request gets
-    nothing until that backlog is fetched: a task kept through a takeover
-    waited two or three such responses for its records. With a smaller
-    budget each of them is smaller. Apache Kafka honours the per-partition
-    limit; there a budget smaller than the partitions' sum only spreads
-    their data over more responses. Returns whether the setting was found
-    and changed.
-    """
-    return _lower_fetcher_setting(consumer, "_fetch_max_bytes", max_bytes)
 
 
 def _lower_fetcher_setting(consumer: ConsumerT, name: str, value: int) -> bool:

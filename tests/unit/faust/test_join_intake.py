@@ -384,18 +384,6 @@ def test_the_partition_fetch_size_is_lowered_never_raised() -> None:
     assert not shorten_partition_fetch(SimpleNamespace(), 256 * 1024)
 
 
-def test_the_response_size_is_lowered_never_raised() -> None:
-    from types import SimpleNamespace
-
-    from streamjoin.faust.kafka.consumer import shorten_response
-
-    fetcher = SimpleNamespace(_fetch_max_bytes=52428800)
-    consumer = SimpleNamespace(_thread=SimpleNamespace(_consumer=SimpleNamespace(_fetcher=fetcher)))
-    assert shorten_response(consumer, 1024**2) and fetcher._fetch_max_bytes == 1024**2
-    assert not shorten_response(consumer, 4 * 1024**2) and fetcher._fetch_max_bytes == 1024**2
-    assert not shorten_response(SimpleNamespace(), 1024**2)
-
-
 def test_the_intake_acks_a_side_by_its_topic() -> None:
     app = _App({"imps": 1, "clicks": 1})
     intake = _intake(app, [])
