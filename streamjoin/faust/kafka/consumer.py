@@ -124,7 +124,9 @@ def shorten_partition_fetch(consumer: ConsumerT, max_bytes: int) -> bool:
     inboxes, and each young collection of the cyclic collector looked at all
     of them (docs/benchmarks.rst). A record larger than *max_bytes* is
     still fetched (a broker always answers with at least one record batch).
-    Returns whether the setting was found and changed.
+    Apache Kafka honours the limit; the embedded broker only in some
+    responses (``python -m benchmarks.broker_fetch``). Returns whether the
+    setting was found and changed.
     """
     return _lower_fetcher_setting(consumer, "_max_partition_fetch_bytes", max_bytes)
 
