@@ -40,8 +40,6 @@ __all__ = ["ClickKey", "ClickStore"]
 #: a click's identity: (join key, event time, click id)
 ClickKey = tuple[str, int, str]
 
-#: the stored value of a pending click
-_PENDING = dump_state({"o": None})
 _UNATTRIBUTED = Outcome.UNATTRIBUTED.value
 
 
