@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import pytest
 from hypothesis import given, settings
@@ -39,6 +39,18 @@ def _batch(task: TaskAttribution, batch: Sequence[Impression | Click]) -> dict[s
     out.extend(task.settle())
     task.checkpoint()
     return {o.click_id: o.outcome for o in out if isinstance(o, ClickOutcome)}
+
+
+def _restored(window: JoinWindow, changes: Iterable[tuple[bytes, bytes | None]]) -> TaskAttribution:
+    """A task in per-chunk mode opened on the state *changes* restore."""
+    task = TaskAttribution(
+        window,
+        MemoryState.from_changelog(changes),
+        auto_checkpoint=False,
+        decide_per_chunk=True,
+    )
+    task.rebuild_indexes()
+    return task
 
 
 @st.composite
@@ -257,13 +269,7 @@ def test_a_cut_anywhere_in_a_batch_never_bills_an_impression_twice() -> None:
     changes = first.state.changelog
     assert len(changes) >= 4
     for cut in range(len(changes) + 1):
-        second = TaskAttribution(
-            window,
-            MemoryState.from_changelog(changes[:cut]),
-            auto_checkpoint=False,
-            decide_per_chunk=True,
-        )
-        second.rebuild_indexes()
+        second = _restored(window, changes[:cut])
         assert run(second) == want, f"cut after {cut} of {len(changes)} changes"
 
 
@@ -342,9 +348,8 @@ def test_a_click_pending_across_batches_leaves_one_decided_entry_whatever_the_cu
     assert delivered == {"k1": Outcome.ATTRIBUTED}
     changes = first.state.changelog
     for cut in range(start, len(changes) + 1):
-        restored = MemoryState.from_changelog(changes[:cut])
-        second = TaskAttribution(window, restored, auto_checkpoint=False, decide_per_chunk=True)
-        second.rebuild_indexes()
+        second = _restored(window, changes[:cut])
+        restored = second.state
         replayed = _batch(second, second_batch)
         # a change reaches the changelog only once the batch's outputs are acked:
         # with none of them restored, the replay must emit k1's outcome itself
@@ -385,13 +390,7 @@ def test_a_pending_chunk_never_outlives_the_decided_entry_of_a_click_it_lists() 
     pending = first.state.scan(*keys.family_range(keys.PENDING))
     assert [loads(raw) for _, raw in pending] == [[["b", 300, "k2"]], [["d", 150, "k4"]]]
     for cut in range(start, len(changes) + 1):
-        second = TaskAttribution(
-            window,
-            MemoryState.from_changelog(changes[:cut]),
-            auto_checkpoint=False,
-            decide_per_chunk=True,
-        )
-        second.rebuild_indexes()
+        second = _restored(window, changes[:cut])
         replayed = _batch(second, batches[2])
         replayed |= {o.click_id: o.outcome for o in second.flush() if isinstance(o, ClickOutcome)}
         assert "k1" not in replayed, f"cut at {cut}: k1 pending again"
