@@ -21,6 +21,8 @@ import asyncio
 import uuid
 from collections.abc import Sequence
 
+from benchmarks.harness.kafka import create_topics
+
 #: (max_partition_fetch_bytes, fetch_max_bytes): the worker's settings with a
 #: join, the same with a 1 MiB response, and faust's defaults
 SETTINGS = ((256 * 1024, 52_428_800), (256 * 1024, 1024 * 1024), (1024 * 1024, 52_428_800))
@@ -29,14 +31,8 @@ KEPT_RECORDS = 20
 
 async def _fill(bootstrap: str, topic: str, backlog: int, size: int) -> None:
     from aiokafka import AIOKafkaProducer
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, 2, 1)])
-    finally:
-        await admin.close()
+    await create_topics(bootstrap, [topic], 2)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
     await producer.start()
     try:
