@@ -174,9 +174,9 @@ class ClickStore:
                 gone(value, expires)
             dropped.append(keys.record_key(keys.CLICK, jkey, ts, rid))
         if expired:
+            saved = self._saved
             rewritten = [k for k in sorted(self._listed) if not expired.isdisjoint(self._listed[k])]
             for old in rewritten:
-                saved = self._saved
                 pending = [c for c in self._listed.pop(old) if saved.get(c) == old]
                 del self._live[old]
                 if self._write_pending(state, pending) != old:
