@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 # (pyproject.toml)
 STRICT := streamjoin/assignment streamjoin/membership streamjoin/join streamjoin/restore streamjoin/lifecycle \
 	streamjoin/faust \
-	streamjoin/errors.py streamjoin/_lazy.py streamjoin/_gc.py streamjoin/_histogram.py streamjoin/_stacks.py streamjoin/ads/policy.py \
+	streamjoin/errors.py streamjoin/_lazy.py streamjoin/_gc.py streamjoin/_histogram.py streamjoin/_stacks.py streamjoin/partitioner.py streamjoin/ads/policy.py \
 	streamjoin/ads/attribution.py streamjoin/ads/events.py streamjoin/ads/campaigns.py streamjoin/ads/chunks.py streamjoin/ads/clicks.py streamjoin/ads/impressions.py streamjoin/ads/keys.py streamjoin/ads/topics.py \
 	streamjoin/ads/generator/core.py streamjoin/ads/generator/config.py
 

@@ -21,6 +21,7 @@ LAYERS = {
     "_supervise": 0,
     "_progress": 0,
     "_stacks": 0,
+    "partitioner": 0,
     "assignment": 1,
     "join": 1,
     "restore": 1,
@@ -233,6 +234,8 @@ SEAM = {
     # aiokafka producer and client
     "_ensure_producer": "producer.py",
     "_partition": "producer.py",
+    "_partitioner": "producer.py",
+    "_metadata": "producer.py",
     "_wait_on_metadata": "producer.py",
     # faust's app settings as stored (read without counting as a use)
     "_broker": "settings.py",

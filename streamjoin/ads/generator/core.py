@@ -30,6 +30,7 @@ from typing import Any, Final
 
 from streamjoin.ads.generator.config import GeneratorConfig
 from streamjoin.ads.policy import ATTRIBUTION_WINDOW_MS, MAX_EVENT_TS
+from streamjoin.partitioner import partition_for_key
 
 __all__ = [
     "ATTRIBUTION_WINDOW_MS",
@@ -90,35 +91,6 @@ class Event:
     arrival_ms: int
     label: str
     malformed: str | None = None
-
-
-_MASK32: Final = 0xFFFFFFFF
-_MURMUR_M: Final = 0x5BD1E995
-
-
-def _murmur2(data: bytes) -> int:
-    """Kafka's murmur2 hash (``org.apache.kafka.common.utils.Utils.murmur2``), unsigned."""
-    length = len(data)
-    h = (0x9747B28C ^ length) & _MASK32
-    whole = length - length % 4
-    for i in range(0, whole, 4):
-        k = (int.from_bytes(data[i : i + 4], "little") * _MURMUR_M) & _MASK32
-        k = ((k ^ (k >> 24)) * _MURMUR_M) & _MASK32
-        h = ((h * _MURMUR_M) & _MASK32) ^ k
-    rest = length - whole
-    if rest >= 3:
-        h ^= data[whole + 2] << 16
-    if rest >= 2:
-        h ^= data[whole + 1] << 8
-    if rest >= 1:
-        h = ((h ^ data[whole]) * _MURMUR_M) & _MASK32
-    h = ((h ^ (h >> 13)) * _MURMUR_M) & _MASK32
-    return h ^ (h >> 15)
-
-
-def partition_for_key(key: bytes, partitions: int) -> int:
-    """The partition Kafka's default partitioner picks for a keyed record."""
-    return (_murmur2(key) & 0x7FFFFFFF) % partitions
 
 
 def generate(config: GeneratorConfig) -> Iterator[Event]:

@@ -10,6 +10,11 @@ Private attributes it depends on (faust-streaming 0.15.3, aiokafka 0.14.0):
 * faust ``Producer._ensure_producer()``: the running aiokafka producer;
 * aiokafka ``AIOKafkaProducer._partition(...)``: the partition the producer's
   partitioner picks for a key (what ``send`` would pick);
+* aiokafka ``AIOKafkaProducer._partitioner`` and ``._metadata``: when the
+  partitioner is aiokafka's ``DefaultPartitioner``, a keyed record's partition
+  is computed here as it would (Kafka's murmur2, compiled:
+  :mod:`streamjoin.partitioner`) over the topic's partitions as ``_partition``
+  lists them;
 * aiokafka ``AIOKafkaClient._wait_on_metadata(topic)``: the topic's metadata,
   needed before ``_partition``.
 """
@@ -18,6 +23,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, TypeAlias, cast
+
+from aiokafka.partitioner import DefaultPartitioner
+
+from streamjoin.partitioner import partition_for_key
 
 if TYPE_CHECKING:
     from aiokafka import AIOKafkaProducer
@@ -67,15 +76,22 @@ class Sender:
                 sent.append((topic, -1 if partition is None else partition, fut, 1))
             return sent
         groups: dict[tuple[str, int], list[Record]] = {}
-        known: set[str] = set()
+        #: topic -> its partitions, as aiokafka lists them for its partitioner
+        known: dict[str, list[int]] = {}
+        default = type(aio._partitioner) is DefaultPartitioner
         for record in records:
-            topic, partition, key = record[0], record[1], record[2]
-            if partition is None:
-                if topic not in known:
+            topic, chosen, key = record[0], record[1], record[2]
+            if chosen is None:
+                parts = known.get(topic)
+                if parts is None:
                     await aio.client._wait_on_metadata(topic)
-                    known.add(topic)
-                partition = aio._partition(topic, None, key, None, key, None)
-            groups.setdefault((topic, partition), []).append(record)
+                    parts = known[topic] = list(aio._metadata.partitions_for_topic(topic))
+                if default and key is not None:
+                    # what DefaultPartitioner picks, with a compiled murmur2
+                    chosen = parts[partition_for_key(key, len(parts))]
+                else:
+                    chosen = aio._partition(topic, None, key, None, key, None)
+            groups.setdefault((topic, chosen), []).append(record)
         sent = []
         for (topic, partition), group in groups.items():
             builder, n = aio.create_batch(), 0

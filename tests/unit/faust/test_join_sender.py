@@ -36,6 +36,9 @@ class _Producer:
             return None
 
         self.client = SimpleNamespace(_wait_on_metadata=wait)
+        # a partitioner of the app's own: the sender asks _partition
+        self._partitioner = object()
+        self._metadata = SimpleNamespace(partitions_for_topic=lambda topic: {0, 1, 2})
 
     def create_batch(self) -> _Builder:
         return _Builder(2)
