@@ -63,6 +63,12 @@ class ClickStore:
         self._listed: dict[bytes, list[ClickKey]] = {}
         #: pending chunks in state -> how many of their clicks are still pending
         self._live: dict[bytes, int] = {}
+        #: a decided clicks' segment -> the pending chunks that list one of them
+        #: (the chunks to write anew when it expires; some may be gone since)
+        self._listing: dict[int, list[bytes]] = {}
+        #: pending chunks read from state that list a click another chunk holds
+        #: pending (a rewrite cut off): looked at whenever clicks expire
+        self._recheck: list[bytes] = []
         #: state keys to delete at the next flush: pending chunks (and rows)
         #: whose clicks are all decided
         self._stale: list[bytes] = []
@@ -78,6 +84,8 @@ class ClickStore:
         self._saved.clear()
         self._listed.clear()
         self._live.clear()
+        self._listing.clear()
+        self._recheck.clear()
         self._stale.clear()
         self._chunks.clear()
         self._rows.clear()
@@ -96,20 +104,30 @@ class ClickStore:
         entry = (*key, value["o"], value.get("imp"), value.get("campaign"), value.get("cost"))
         self._chunks.add(segment, key, entry)
         saved = self._saved.pop(key, None)
-        if saved is not None:
-            self._release(saved)
+        if saved is not None and self._release(saved):
+            self._note_listing(segment, saved)
         return segment
 
-    def _release(self, saved: bytes) -> None:
-        """One click *saved* holds is decided: delete it once none is left pending."""
+    def _note_listing(self, segment: int, chunk: bytes) -> None:
+        listing = self._listing.get(segment)
+        if listing is None:
+            self._listing[segment] = [chunk]
+        elif listing[-1] != chunk:
+            listing.append(chunk)
+
+    def _release(self, saved: bytes) -> bool:
+        """One click *saved* holds is decided: delete it once none is left pending.
+        Returns whether *saved* is a pending chunk that still lists pending clicks."""
         live = self._live.get(saved)
         if live is None:  # a row of its own (format before 0.3)
             self._stale.append(saved)
-        elif live > 1:
+            return False
+        if live > 1:
             self._live[saved] = live - 1
-        else:
-            del self._live[saved], self._listed[saved]
-            self._stale.append(saved)
+            return True
+        del self._live[saved], self._listed[saved]
+        self._stale.append(saved)
+        return False
 
     def flush(self, state: KVState) -> None:
         """Write the clicks decided since the last flush (one chunk per segment),
@@ -154,17 +172,24 @@ class ClickStore:
         A pending chunk that lists a click dropped here is written anew with
         its pending clicks only (to *state*, now) and its old key comes first
         in the list: a restore never reads a click as pending whose decided
-        entry is gone.
+        entry is gone. The chunks looked at are those noted with the expiring
+        segments (and any read from state listing a click held twice), not
+        every pending chunk: the cost follows what expires.
         """
         dropped: list[bytes] = []
         values = self.values
         expired: set[ClickKey] = set()
+        candidates: set[bytes] = set(self._recheck)
         for segment, members in self._chunks.pop_before(cut, dropped):
             for key in members:
                 value = values.pop(key, None)
                 if value is not None:
                     gone(value, segment)
-            if self._listed:
+            listing = self._listing.pop(segment, None)
+            if listing is not None:
+                candidates.update(listing)
+                expired.update(members)
+            elif self._recheck:
                 expired.update(members)
         rows = self._rows
         while rows and rows[0][0] < cut:
@@ -174,8 +199,11 @@ class ClickStore:
                 gone(value, expires)
             dropped.append(keys.record_key(keys.CLICK, jkey, ts, rid))
         if expired:
-            saved = self._saved
-            rewritten = [k for k in sorted(self._listed) if not expired.isdisjoint(self._listed[k])]
+            saved, listed = self._saved, self._listed
+            rewritten = [
+                k for k in sorted(candidates) if k in listed and not expired.isdisjoint(listed[k])
+            ]
+            self._recheck = [k for k in self._recheck if k in listed and k not in rewritten]
             for old in rewritten:
                 pending = [c for c in self._listed.pop(old) if saved.get(c) == old]
                 del self._live[old]
@@ -198,9 +226,12 @@ class ClickStore:
         """
         self.clear()
         values = self.values
+        #: decided click -> its segment (a pending chunk that lists it is noted there)
+        segment_of: dict[ClickKey, int] = {}
         for segment, members, entries in self._chunks.load(state):
             for jkey, ts, rid, outcome, imp, campaign, cost in entries:
                 click = (jkey, ts, rid)
+                segment_of[click] = segment
                 value: dict[str, Any] = {"o": outcome}
                 if outcome != _UNATTRIBUTED:
                     value.update(imp=imp, campaign=campaign, cost=cost)
@@ -236,6 +267,14 @@ class ClickStore:
             if not live:
                 self._stale.append(key)
                 continue
+            for click in listed:
+                held = values.get(click)
+                if held is None:
+                    continue
+                if held["o"] is None:  # pending in a chunk read before
+                    self._recheck.append(key)
+                elif click in segment_of:
+                    self._note_listing(segment_of[click], key)
             self._listed[key] = listed
             self._live[key] = len(live)
             for click in live:

@@ -404,6 +404,76 @@ def test_a_pending_chunk_never_outlives_the_decided_entry_of_a_click_it_lists() 
         }, f"cut at {cut} of {len(changes)}"
 
 
+def test_a_pending_chunk_read_back_is_written_anew_when_a_click_it_lists_expires() -> None:
+    """As above with a restart between the first click's decision and its expiry:
+    the restored task learns from the decided entries' segments which pending
+    chunk lists a decided click, and writes it anew when that click expires,
+    whatever cut of that batch a later restore reads."""
+    window = JoinWindow(before=0, after=30, grace=10)  # retention 40, segment 5
+    batches: list[list[Impression | Click]] = [
+        [Click("a", "k1", 0), Click("b", "k2", 300)],
+        [Impression("c", "i1", 25, "camp", 0.5), Click("c", "k3", 25)],  # k1 is due
+        [Impression("d", "i2", 150, "camp", 0.5), Click("d", "k4", 150)],  # k1 expires
+    ]
+    first = TaskAttribution(window, auto_checkpoint=False, decide_per_chunk=True)
+    assert isinstance(first.state, MemoryState)
+    first.state.record_changelog = True
+    assert _batch(first, batches[0]) == {}
+    assert _batch(first, batches[1]) == {"k1": Outcome.UNATTRIBUTED}
+    before = list(first.state.changelog)
+    restarted = _restored(window, before)
+    assert isinstance(restarted.state, MemoryState)
+    restarted.state.record_changelog = True
+    delivered = _batch(restarted, batches[2])
+    assert delivered == {"k3": Outcome.ATTRIBUTED}
+    pending = restarted.state.scan(*keys.family_range(keys.PENDING))
+    assert [loads(raw) for _, raw in pending] == [[["b", 300, "k2"]], [["d", 150, "k4"]]]
+    changes = restarted.state.changelog
+    for cut in range(len(changes) + 1):
+        second = _restored(window, [*before, *changes[:cut]])
+        replayed = _batch(second, batches[2])
+        replayed |= {o.click_id: o.outcome for o in second.flush() if isinstance(o, ClickOutcome)}
+        assert "k1" not in replayed, f"cut at {cut}: k1 pending again"
+        emitted = replayed if cut == 0 else {**delivered, **replayed}
+        assert emitted == {
+            "k2": Outcome.UNATTRIBUTED,
+            "k3": Outcome.ATTRIBUTED,
+            "k4": Outcome.ATTRIBUTED,
+        }, f"cut at {cut} of {len(changes)}"
+
+
+def test_a_click_listed_by_two_pending_chunks_is_in_neither_once_its_entry_expires() -> None:
+    """A state whose pending chunks both list one click (k2), each with a click
+    of its own: once k2 is decided and its entry expires while k3, listed
+    with it in the second chunk, still waits, neither chunk lists k2, so a
+    restore never holds it pending again."""
+    window = JoinWindow(before=0, after=30, grace=10)  # retention 40, segment 5
+    state = MemoryState()
+    first = [["a", 0, "k1"], ["b", 1, "k2"]]
+    second = [["b", 1, "k2"], ["c", 300, "k3"]]
+    state.put(keys.record_key(keys.PENDING, "a", 0, "k1"), dump_state(first))
+    state.put(keys.record_key(keys.PENDING, "c", 300, "k3"), dump_state(second))
+    task = TaskAttribution(window, state, auto_checkpoint=False, decide_per_chunk=True)
+    task.rebuild_indexes()
+    assert task.pending == 3
+    decided = _batch(task, [Impression("z", "i1", 45, "camp", 0.5), Click("z", "k9", 45)])
+    assert decided == {"k1": Outcome.UNATTRIBUTED, "k2": Outcome.UNATTRIBUTED}
+    later: list[Impression | Click] = [
+        Impression("y", "i2", 150, "camp", 0.5),
+        Click("y", "k8", 150),
+    ]
+    assert _batch(task, later) == {"k9": Outcome.ATTRIBUTED}
+    assert ("b", 1, "k2") not in task.clicks.values  # its entry expired
+    assert [loads(raw) for _, raw in state.scan(*keys.family_range(keys.PENDING))] == [
+        [["c", 300, "k3"]],
+        [["y", 150, "k8"]],
+    ]
+    restored = _restored(window, list(state.items()))
+    assert restored.pending == 2
+    again = {o.click_id: o.outcome for o in restored.flush() if isinstance(o, ClickOutcome)}
+    assert again == {"k3": Outcome.UNATTRIBUTED, "k8": Outcome.ATTRIBUTED}
+
+
 def test_a_pending_click_row_of_the_format_before_0_3_is_read_and_deleted_once_decided() -> None:
     """A pending click stored as a row of its own (``c``, before 0.3) is held as
     pending after a restore, decided once, and its row deleted after its entry
