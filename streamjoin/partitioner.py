@@ -6,10 +6,11 @@ Kafka, aiokafka and faust put a keyed record on partition
 Python: 2.75 us for a 23-byte click id, against 0.12 us for the
 ``murmurhash2`` package's (compiled, pinned in pyproject.toml). A join
 partitions every outcome it sends, so that was 3.7% of a worker's time on the
-1M-record benchmark backlog (docs/benchmarks.rst, "Partitioning in one call").
+1M-record benchmark backlog (docs/benchmarks.rst, "Expiry that follows what
+expires, murmur2 compiled").
 
-The package's hash equals Kafka's on every input: the tests compare both with
-aiokafka's own partitioner on arbitrary bytes.
+The tests compare the package's choice with aiokafka's own partitioner on
+arbitrary keys, and the join's sender's with aiokafka's on the embedded broker.
 """
 
 from __future__ import annotations
