@@ -17,15 +17,10 @@ from __future__ import annotations
 
 from murmurhash2 import murmurhash2
 
-__all__ = ["KAFKA_SEED", "murmur2", "partition_for_key"]
+__all__ = ["KAFKA_SEED", "partition_for_key"]
 
 #: the seed of Kafka's murmur2
 KAFKA_SEED = 0x9747B28C
-
-
-def murmur2(data: bytes) -> int:
-    """Kafka's murmur2 hash of *data*, unsigned (0 .. 2**32 - 1)."""
-    return int(murmurhash2(data, KAFKA_SEED))
 
 
 def partition_for_key(key: bytes, partitions: int) -> int:

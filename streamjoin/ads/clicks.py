@@ -63,7 +63,7 @@ class ClickStore:
         self._listed: dict[bytes, list[ClickKey]] = {}
         #: pending chunks in state -> how many of their clicks are still pending
         self._live: dict[bytes, int] = {}
-        #: a decided clicks' segment -> the pending chunks that list one of them
+        #: a segment of decided clicks -> the pending chunks that list one of them
         #: (the chunks to write anew when it expires; some may be gone since)
         self._listing: dict[int, list[bytes]] = {}
         #: pending chunks read from state that list a click another chunk holds
