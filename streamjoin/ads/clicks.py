@@ -259,6 +259,15 @@ class ClickStore:
                 expires = ts if imp_ts is None else max(ts, imp_ts)
             self._rows.append((expires, ts, jkey, rid))
             counted(value, expires)
+        pending.extend(self._load_pending(state, segment_of))
+        heapq.heapify(self._rows)
+        return pending
+
+    def _load_pending(self, state: KVState, segment_of: dict[ClickKey, int]) -> list[ClickKey]:
+        """Hold the pending chunks of *state* (after the decided clicks, whose
+        segments *segment_of* gives); returns their clicks still pending."""
+        values = self.values
+        pending: list[ClickKey] = []
         for key, raw in state.scan(*keys.family_range(keys.PENDING)):
             listed: list[ClickKey] = [(jkey, ts, rid) for jkey, ts, rid in loads(raw)]
             # a click decided in a chunk (whose delete of this one was cut off),
@@ -281,5 +290,4 @@ class ClickStore:
                 values[click] = {"o": None}
                 self._saved[click] = key
             pending.extend(live)
-        heapq.heapify(self._rows)
         return pending
