@@ -400,7 +400,8 @@ def test_partition_for_key_is_the_kafka_default_partitioner() -> None:
 
 
 def test_partition_for_key_matches_kafka_on_arbitrary_bytes() -> None:
-    """The core's own murmur2 (it imports no Kafka client) hashes any bytes like Kafka's."""
+    """streamjoin.partitioner's compiled murmur2 (the generator imports no Kafka
+    client) hashes any bytes like Kafka's."""
     partitioner = DefaultPartitioner()
     rng = random.Random(0)
     for _ in range(3_000):
