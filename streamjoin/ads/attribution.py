@@ -139,7 +139,7 @@ class TaskAttribution:
         #: when they are still held (a segment expires whole, a little later)
         self._horizon = self._expiry_horizon()
         #: per campaign: impressions stored, clicks billed, spend
-        self.campaigns = CampaignTally()
+        self.campaigns = CampaignTally(self._segment)
 
     # -- feeding ------------------------------------------------------------
     def on_impression(self, imp: Impression) -> list[ClickOutcome | Late]:
@@ -404,15 +404,8 @@ class TaskAttribution:
         cut = horizon // self._segment * self._segment
         if not self.impressions.expires_before(cut) and not self.clicks.expires_before(cut):
             return
-        delta: dict[str, list[int]] = {}
-        note = self.campaigns.note
-
-        def billed(value: dict[str, Any], at: int) -> None:
-            if value["o"] == _ATTRIBUTED:
-                note(delta, value["campaign"], at, 0, 1, micros(value["cost"]))
-
-        gone = self.impressions.expire(cut, lambda campaign, ts: note(delta, campaign, ts, 1, 0, 0))
-        gone.extend(self.clicks.expire(cut, billed, self.state))
-        self.campaigns.fold(delta, cut, self.state)
+        gone = self.impressions.expire(cut)
+        gone.extend(self.clicks.expire(cut, self.state))
+        self.campaigns.fold(self.campaigns.expire(cut), cut, self.state)
         for key in gone:
             self.state.delete(key)

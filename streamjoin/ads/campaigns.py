@@ -20,15 +20,18 @@ __all__ = ["CampaignTally"]
 
 
 class CampaignTally:
-    """Per campaign: the folded counts, and the counts of the records held."""
+    """Per campaign: the folded counts, and the counts of the records held, by
+    the time segment they expire with (a segment's counts fold in one step)."""
 
-    def __init__(self) -> None:
+    def __init__(self, segment: int) -> None:
+        #: the length of a time segment (ms), as the task's stores cut them
+        self.segment = segment
         #: per campaign: [records before this time are folded, impressions,
         #: billed clicks, spend (micros)]
         self.folded: dict[str, list[int]] = {}
-        #: per campaign: [impressions, billed clicks, spend (micros)] of the records
-        #: held that are not folded
-        self.live: dict[str, list[int]] = {}
+        #: segment start -> campaign -> [impressions, billed clicks, spend (micros)]
+        #: of the records held that expire with that segment and are not folded
+        self.live: dict[int, dict[str, list[int]]] = {}
 
     def load(self, state: KVState) -> None:
         """Start again from the folded records of *state* (the records held are
@@ -45,40 +48,38 @@ class CampaignTally:
             ]
 
     def count(self, campaign: str, ts: int, imps: int, billed: int, spend: int) -> None:
-        """Count a record held in state at event time *ts*, unless it is folded."""
+        """Count a record held in state that expires with the segment of *ts*,
+        unless it is folded."""
         folded = self.folded.get(campaign)
         if folded is not None and ts < folded[0]:
             return
-        live = self.live.get(campaign)
+        start = ts - ts % self.segment
+        segment = self.live.get(start)
+        if segment is None:
+            segment = self.live[start] = {}
+        live = segment.get(campaign)
         if live is None:
-            self.live[campaign] = [imps, billed, spend]
+            segment[campaign] = [imps, billed, spend]
         else:
             live[0] += imps
             live[1] += billed
             live[2] += spend
 
-    def note(
-        self,
-        delta: dict[str, list[int]],
-        campaign: str,
-        ts: int,
-        imps: int,
-        billed: int,
-        spend: int,
-    ) -> None:
-        """Add an expiring record's counts to *delta* (campaign -> counts), unless
-        it is folded already."""
-        folded = self.folded.get(campaign)
-        if folded is not None and ts < folded[0]:
-            return
-        add = delta.setdefault(campaign, [0, 0, 0])
-        add[0] += imps
-        add[1] += billed
-        add[2] += spend
+    def expire(self, cut: int) -> dict[str, list[int]]:
+        """The counts of the records before *cut* (a segment start), which expire
+        now, per campaign; they are no longer held (:meth:`fold` them)."""
+        delta: dict[str, list[int]] = {}
+        for start in sorted(s for s in self.live if s < cut):
+            for campaign, (imps, billed, spend) in self.live.pop(start).items():
+                add = delta.setdefault(campaign, [0, 0, 0])
+                add[0] += imps
+                add[1] += billed
+                add[2] += spend
+        return delta
 
     def fold(self, delta: dict[str, list[int]], before: int, state: KVState) -> None:
-        """Fold *delta*, the counts of the records before *before* that expire now,
-        and write each campaign's folded record to *state* (before the records'
+        """Fold *delta*, the counts of the records before *before* that expire now
+        (:meth:`expire`), and write each campaign's folded record to *state* (before the records'
         deletes: see the module docstring)."""
         for campaign, (imps, billed, spend) in sorted(delta.items()):
             folded = self.folded.setdefault(campaign, [-1, 0, 0, 0])
@@ -86,19 +87,22 @@ class CampaignTally:
             folded[1] += imps
             folded[2] += billed
             folded[3] += spend
-            live = self.live[campaign]
-            live[0] -= imps
-            live[1] -= billed
-            live[2] -= spend
             doc = {"before": before, "impressions": folded[1], "billed": folded[2]}
             state.put(keys.campaign_key(campaign), dump_state({**doc, "spend": folded[3]}))
 
     def counts(self) -> dict[str, CampaignCounts]:
         """Per campaign, folded plus held: impressions, billed clicks, spend."""
+        held: dict[str, list[int]] = {}
+        for start in sorted(self.live):
+            for campaign, counts in self.live[start].items():
+                add = held.setdefault(campaign, [0, 0, 0])
+                add[0] += counts[0]
+                add[1] += counts[1]
+                add[2] += counts[2]
         out = {}
-        for campaign in sorted({*self.folded, *self.live}):
+        for campaign in sorted({*self.folded, *held}):
             folded = self.folded.get(campaign, [-1, 0, 0, 0])
-            live = self.live.get(campaign, [0, 0, 0])
+            live = held.get(campaign, [0, 0, 0])
             out[campaign] = CampaignCounts(
                 folded[1] + live[0], folded[2] + live[1], (folded[3] + live[2]) / 1_000_000
             )

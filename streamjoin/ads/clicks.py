@@ -161,12 +161,9 @@ class ClickStore:
         rows = self._rows
         return self._chunks.any_before(cut) or bool(rows and rows[0][0] < cut)
 
-    def expire(
-        self, cut: int, gone: Callable[[dict[str, Any], int], None], state: KVState
-    ) -> list[bytes]:
-        """Drop every decided click that expires before *cut* (a segment start);
-        *gone* is told each one's value and expiry time (or its segment's
-        start). Returns the state keys to delete (see
+    def expire(self, cut: int, state: KVState) -> list[bytes]:
+        """Drop every decided click that expires before *cut* (a segment start).
+        Returns the state keys to delete (see
         :meth:`~streamjoin.ads.impressions.ImpressionStore.expire`). Flush first.
 
         A pending chunk that lists a click dropped here is written anew with
@@ -182,9 +179,7 @@ class ClickStore:
         candidates: set[bytes] = set(self._recheck)
         for segment, members in self._chunks.pop_before(cut, dropped):
             for key in members:
-                value = values.pop(key, None)
-                if value is not None:
-                    gone(value, segment)
+                values.pop(key, None)
             listing = self._listing.pop(segment, None)
             if listing is not None:
                 candidates.update(listing)
@@ -193,10 +188,8 @@ class ClickStore:
                 expired.update(members)
         rows = self._rows
         while rows and rows[0][0] < cut:
-            expires, ts, jkey, rid = heapq.heappop(rows)
-            value = values.pop((jkey, ts, rid), None)
-            if value is not None:
-                gone(value, expires)
+            _, ts, jkey, rid = heapq.heappop(rows)
+            values.pop((jkey, ts, rid), None)
             dropped.append(keys.record_key(keys.CLICK, jkey, ts, rid))
         if expired:
             saved, listed = self._saved, self._listed
