@@ -41,15 +41,13 @@ class SegmentChunks(Generic[M]):
         self._open.clear()
         self._keys.clear()
 
-    def add(self, segment: int, member: M | None, entry: tuple[Any, ...]) -> None:
-        """Hold *member* in *segment* (``None``: a store that drops a segment
-        whole needs none); *entry* goes to state at the next flush."""
-        if member is not None:
-            members = self.members.get(segment)
-            if members is None:
-                self.members[segment] = [member]
-            else:
-                members.append(member)
+    def add(self, segment: int, member: M, entry: tuple[Any, ...]) -> None:
+        """Hold *member* in *segment*; *entry* goes to state at the next flush."""
+        members = self.members.get(segment)
+        if members is None:
+            self.members[segment] = [member]
+        else:
+            members.append(member)
         opened = self._open.get(segment)
         if opened is None:
             self._open[segment] = [entry]
@@ -77,8 +75,8 @@ class SegmentChunks(Generic[M]):
     def pop_before(self, cut: int, dropped: list[bytes]) -> Iterator[tuple[int, list[M]]]:
         """Each segment before *cut* (a segment start), in order, with its members,
         forgotten; its chunk keys are added to *dropped*. Flush first."""
-        for segment in sorted(s for s in {*self.members, *self._keys} if s < cut):
-            yield segment, self.members.pop(segment, [])
+        for segment in sorted(s for s in self.members if s < cut):
+            yield segment, self.members.pop(segment)
             dropped.extend(self._keys.pop(segment, ()))
 
     def load(self, state: KVState) -> Iterator[tuple[int, list[M], list[list[Any]]]]:
