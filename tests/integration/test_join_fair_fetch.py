@@ -65,24 +65,33 @@ def _position(join: dict[str, Any] | None, task: int) -> int:
     return int((join["tasks"].get(str(task), {}).get("position", {}) or {}).get("left") or -1)
 
 
-def test_a_task_without_a_backlog_is_not_held_up_by_one_with_a_backlog(
-    broker: EmbeddedBroker, tmp_path: Path
-) -> None:
+def _backlog_and_worker(
+    broker: EmbeddedBroker, tmp_path: Path, app_id: str, records: int, value: bytes, batch_max: int
+) -> tuple[WorkerProcess, int]:
+    """Topics of *app_id* with 2 partitions, *records* orders for task 0 (keys
+    ``o<i>``), and a worker of the windowed join started on them; its web port."""
     for topic in ("orders", "payments"):
-        run(create_topic(broker.bootstrap, f"{APP_ID}-{topic}", 2))
-    orders = f"{APP_ID}-orders"
-    backlog = ((f"o{i}".encode(), b"order", 0) for i in range(BACKLOG))
-    run(produce(broker.bootstrap, orders, backlog))
+        run(create_topic(broker.bootstrap, f"{app_id}-{topic}", 2))
+    backlog = ((f"o{i}".encode(), value, 0) for i in range(records))
+    run(produce(broker.bootstrap, f"{app_id}-orders", backlog), timeout=120)
     port = free_port()
     worker = WorkerProcess(
         "apps.windowed:app",
         broker.url,
         tmp_path / "w",
         tmp_path / "w.log",
-        env={"SJ_TEST_APP_ID": APP_ID, "SJ_TEST_BATCH_MAX": str(BATCH_MAX)},
+        env={"SJ_TEST_APP_ID": app_id, "SJ_TEST_BATCH_MAX": str(batch_max)},
         extra_args=["--with-web", "--web-port", str(port), "--web-bind", "127.0.0.1"],
         cwd=APPS_DIR,
     ).start()
+    return worker, port
+
+
+def test_a_task_without_a_backlog_is_not_held_up_by_one_with_a_backlog(
+    broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    orders = f"{APP_ID}-orders"
+    worker, port = _backlog_and_worker(broker, tmp_path, APP_ID, BACKLOG, b"order", BATCH_MAX)
     try:
         wait_until(lambda: _position(_join(port), 0) > 0, 90, "task 0 to read its backlog")
         run(produce(broker.bootstrap, orders, [(b"fresh", b"order", 1)]))
@@ -118,20 +127,9 @@ def test_a_held_task_is_fetched_again_as_soon_as_a_batch_made_room(
     is held, that was the next fetch faust started: task 0 stood still for
     about a second after every fetch of it (a stall per fetch, tens here)."""
     app_id = APP_ID + "-held"
-    for topic in ("orders", "payments"):
-        run(create_topic(broker.bootstrap, f"{app_id}-{topic}", 2))
-    backlog = ((f"o{i}".encode(), HELD_VALUE, 0) for i in range(HELD_BACKLOG))
-    run(produce(broker.bootstrap, f"{app_id}-orders", backlog), timeout=120)
-    port = free_port()
-    worker = WorkerProcess(
-        "apps.windowed:app",
-        broker.url,
-        tmp_path / "w",
-        tmp_path / "w.log",
-        env={"SJ_TEST_APP_ID": app_id, "SJ_TEST_BATCH_MAX": str(HELD_BATCH_MAX)},
-        extra_args=["--with-web", "--web-port", str(port), "--web-bind", "127.0.0.1"],
-        cwd=APPS_DIR,
-    ).start()
+    worker, port = _backlog_and_worker(
+        broker, tmp_path, app_id, HELD_BACKLOG, HELD_VALUE, HELD_BATCH_MAX
+    )
     seen: list[tuple[float, int]] = []
 
     def done() -> dict[str, Any] | None:
