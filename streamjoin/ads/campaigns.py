@@ -68,19 +68,12 @@ class CampaignTally:
     def expire(self, cut: int) -> dict[str, list[int]]:
         """The counts of the records before *cut* (a segment start), which expire
         now, per campaign; they are no longer held (:meth:`fold` them)."""
-        delta: dict[str, list[int]] = {}
-        for start in sorted(s for s in self.live if s < cut):
-            for campaign, (imps, billed, spend) in self.live.pop(start).items():
-                add = delta.setdefault(campaign, [0, 0, 0])
-                add[0] += imps
-                add[1] += billed
-                add[2] += spend
-        return delta
+        return _summed([self.live.pop(start) for start in sorted(s for s in self.live if s < cut)])
 
     def fold(self, delta: dict[str, list[int]], before: int, state: KVState) -> None:
-        """Fold *delta*, the counts of the records before *before* that expire now
-        (:meth:`expire`), and write each campaign's folded record to *state* (before the records'
-        deletes: see the module docstring)."""
+        """Fold *delta*, the counts of the records before *before* that expire
+        now (:meth:`expire`), and write each campaign's folded record to
+        *state* (before the records' deletes: see the module docstring)."""
         for campaign, (imps, billed, spend) in sorted(delta.items()):
             folded = self.folded.setdefault(campaign, [-1, 0, 0, 0])
             folded[0] = before
@@ -92,13 +85,7 @@ class CampaignTally:
 
     def counts(self) -> dict[str, CampaignCounts]:
         """Per campaign, folded plus held: impressions, billed clicks, spend."""
-        held: dict[str, list[int]] = {}
-        for start in sorted(self.live):
-            for campaign, counts in self.live[start].items():
-                add = held.setdefault(campaign, [0, 0, 0])
-                add[0] += counts[0]
-                add[1] += counts[1]
-                add[2] += counts[2]
+        held = _summed([self.live[start] for start in sorted(self.live)])
         out = {}
         for campaign in sorted({*self.folded, *held}):
             folded = self.folded.get(campaign, [-1, 0, 0, 0])
@@ -107,3 +94,16 @@ class CampaignTally:
                 folded[1] + live[0], folded[2] + live[1], (folded[3] + live[2]) / 1_000_000
             )
         return out
+
+
+def _summed(segments: list[dict[str, list[int]]]) -> dict[str, list[int]]:
+    """Per campaign, the counts of *segments* (each campaign -> [impressions,
+    billed clicks, spend]) added up."""
+    total: dict[str, list[int]] = {}
+    for segment in segments:
+        for campaign, (imps, billed, spend) in segment.items():
+            add = total.setdefault(campaign, [0, 0, 0])
+            add[0] += imps
+            add[1] += billed
+            add[2] += spend
+    return total

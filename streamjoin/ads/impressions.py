@@ -161,15 +161,8 @@ class ImpressionStore:
         self.by_key[jkey] = kept
         self.count -= len(held) - len(kept)
 
-    def _drop(self, jkey: str, ts: int, rid: str) -> Row | None:
+    def _drop(self, jkey: str, ts: int, rid: str) -> None:
         held = self.by_key.get(jkey, ())
-        if len(held) == 1:  # most auctions have one impression
-            row = held[0]
-            if row[0] == ts and row[1] == rid:
-                del self.by_key[jkey]
-                self.count -= 1
-                return row
-            return None
         for i, row in enumerate(held):
             if row[0] == ts and row[1] == rid:
                 rest = (*held[:i], *held[i + 1 :])
@@ -178,8 +171,7 @@ class ImpressionStore:
                 else:
                     del self.by_key[jkey]
                 self.count -= 1
-                return row
-        return None
+                return
 
 
 def _order(row: Row) -> tuple[int, str]:
