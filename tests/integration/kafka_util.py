@@ -55,12 +55,15 @@ async def delete_topic(bootstrap: str, topic: str) -> None:
 async def produce(
     bootstrap: str,
     topic: str,
-    records: Iterable[tuple[bytes, bytes | None, int | None]],
+    records: Iterable[
+        tuple[bytes, bytes | None, int | None] | tuple[bytes, bytes | None, int | None, int]
+    ],
     *,
     linger_ms: int = 20,
     max_batch_size: int = 512 * 1024,
 ) -> int:
-    """Send ``(key, value, partition)`` records, batched by the producer; return the count."""
+    """Send ``(key, value, partition)`` records (or ``(key, value, partition,
+    timestamp ms)``), batched by the producer; return the count."""
     producer = AIOKafkaProducer(
         bootstrap_servers=bootstrap, linger_ms=linger_ms, max_batch_size=max_batch_size
     )
@@ -68,8 +71,11 @@ async def produce(
     count = 0
     try:
         futures = []
-        for key, value, partition in records:
-            futures.append(await producer.send(topic, value, key=key, partition=partition))
+        for key, value, partition, *stamp in records:
+            ts = stamp[0] if stamp else None
+            futures.append(
+                await producer.send(topic, value, key=key, partition=partition, timestamp_ms=ts)
+            )
             count += 1
         await asyncio.gather(*futures)
     finally:

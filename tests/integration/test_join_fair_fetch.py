@@ -14,19 +14,17 @@ buffer was full), task 1's record was applied only once task 0 had read all
 
 from __future__ import annotations
 
-import json
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kafka_util import create_topic, produce, run, wait_until
+from windowed_worker import join_page as _join
+from windowed_worker import start_windowed_worker
 
-from streamjoin.dev.broker import EmbeddedBroker, free_port
+from streamjoin.dev.broker import EmbeddedBroker
 from streamjoin.dev.process import WorkerProcess
-
-APPS_DIR = Path(__file__).resolve().parent  # apps/ lives beside the tests
 
 pytestmark = pytest.mark.broker
 
@@ -50,15 +48,6 @@ HELD_BATCH_MAX = 200
 STALL_S = 0.8
 
 
-def _join(port: int) -> dict[str, Any] | None:
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    try:
-        with opener.open(f"http://127.0.0.1:{port}/streamjoin/joins/", timeout=2) as response:
-            return json.loads(response.read())["paid"]  # type: ignore[no-any-return]
-    except (OSError, ValueError, KeyError):
-        return None
-
-
 def _position(join: dict[str, Any] | None, task: int) -> int:
     if join is None:
         return -1
@@ -74,17 +63,7 @@ def _backlog_and_worker(
         run(create_topic(broker.bootstrap, f"{app_id}-{topic}", 2))
     backlog = ((f"o{i}".encode(), value, 0) for i in range(records))
     run(produce(broker.bootstrap, f"{app_id}-orders", backlog), timeout=120)
-    port = free_port()
-    worker = WorkerProcess(
-        "apps.windowed:app",
-        broker.url,
-        tmp_path / "w",
-        tmp_path / "w.log",
-        env={"SJ_TEST_APP_ID": app_id, "SJ_TEST_BATCH_MAX": str(batch_max)},
-        extra_args=["--with-web", "--web-port", str(port), "--web-bind", "127.0.0.1"],
-        cwd=APPS_DIR,
-    ).start()
-    return worker, port
+    return start_windowed_worker(broker, tmp_path, app_id, batch_max)
 
 
 def test_a_task_without_a_backlog_is_not_held_up_by_one_with_a_backlog(

@@ -33,16 +33,19 @@ a shared topic is acked through faust's reference count (every reader acks),
 so the join's agent holds the event faust delivered it and acks it once the
 join applied that offset (:meth:`Intake.hold`, :meth:`Intake.ack`).
 
-Flow control is per task, so one task's backlog never holds up another's
-records: once a task has ``high_water`` records waiting, its partitions leave
-the set faust fetches (:func:`~streamjoin.faust.kafka.incremental.hold_partitions`,
-as faust does for a partition whose reader's buffer is full) and come back
-after a batch took the inbox below it. Fetches go on for the other tasks, so
-a record of a task without a backlog is in the next batch after its fetch,
-however much a task taken over with a backlog still has to read. Only when
-no partition of the join is left to fetch (every task held, or the others
-paused for a restore) does the fetch itself wait for a batch to make room
-(the consumer's prefetch keeps at most one response per partition).
+Flow control is per input partition, so one task's backlog never holds up
+another's records, and an input that waits for the other one (its records
+too far ahead in time, :mod:`~streamjoin.faust.join.alignment`) never stops
+that other one's fetches: once a task has ``high_water`` records of one input
+waiting, that input's partition leaves the set faust fetches
+(:func:`~streamjoin.faust.kafka.incremental.hold_partitions`, as faust does
+for a partition whose reader's buffer is full) and comes back after a batch
+took them below it. Fetches go on for the others, so a record of a task
+without a backlog is in the next batch after its fetch, however much a task
+taken over with a backlog still has to read. Only when no partition of the
+join is left to fetch (every one held, or the others paused for a restore)
+does the fetch itself wait for a batch to make room (the consumer's prefetch
+keeps at most one response per partition).
 """
 
 from __future__ import annotations
@@ -82,10 +85,10 @@ FETCH_MAX_WAIT_MS = 50
 #: what a task's inbox may take beyond its high water
 FETCH_PARTITION_BYTES = 256 * 1024
 
-#: the longest a fetch waits for records (s) while a task of the join is held:
+#: the longest a fetch waits for records (s) while a partition of the join is held:
 #: faust's waits up to a second, asking only for the partitions live when it
-#: started, and a held task's partitions come back when a batch made room
-#: (tens of ms), with the response aiokafka kept for them read only by the
+#: started, and a held partition comes back when a batch made room
+#: (tens of ms), with the response aiokafka kept for it read only by the
 #: next fetch. With one task left reading a backlog, that second came after
 #: every fetch of it: 16,000 records/s instead of 100,000 (docs/benchmarks.rst)
 HELD_FETCH_WAIT_S = 0.05
@@ -101,9 +104,10 @@ class Intake:
         app: the faust app.
         sides: topic -> the join's name of that input; their records are taken.
         receive: called with each partition's records, in fetch order.
-        high_water: records waiting in one task above which its partitions
-            are not fetched until a batch took some.
-        waiting: the number of records waiting in the task of a partition.
+        high_water: records of one input waiting in one task above which that
+            input's partition is not fetched until a batch took some.
+        waiting: the number of records of an input (the join's name of it)
+            waiting in the task of a partition: ``waiting(side, partition)``.
         accepting: whether records may be taken now (false while revoking).
     """
 
@@ -114,12 +118,13 @@ class Intake:
         receive: Receiver,
         *,
         high_water: int,
-        waiting: Callable[[int], int],
+        waiting: Callable[[str, int], int],
         accepting: Callable[[], bool],
     ) -> None:
         self.app = app
         self.topics = frozenset(sides)
         self._topic_of = {side: topic for topic, side in sides.items()}
+        self._side_of = dict(sides)
         self.receive = receive
         self.high_water = high_water
         self.waiting = waiting
@@ -133,9 +138,9 @@ class Intake:
         self._held: dict[TP, list[tuple[int, EventT[Any]]]] = {}  # Any: the events' values
         #: per partition of a shared topic: the next offset the join has not applied
         self._applied: dict[TP, int] = {}
-        #: partitions whose tasks are not fetched (a full inbox): both topics' partitions
-        self.holding: set[int] = set()
-        #: times a task's partitions were held
+        #: partitions of the join not fetched (a task's inbox full of their records)
+        self.holding: set[TP] = set()
+        #: times a partition was held
         self.holds = 0
         self._room = asyncio.Event()
         self._room.set()
@@ -196,7 +201,7 @@ class Intake:
                 continue
             live = active is None or tp in active or tp in buffered
             # (a fetch under way when its partition was held is taken all the same)
-            if accepting and (live or tp.partition in holding):
+            if accepting and (live or tp in holding):
                 self.receive(tp.topic, tp.partition, batch)
                 if exclusive:
                     read_offset[tp] = batch[-1].offset
@@ -207,7 +212,7 @@ class Intake:
                     self.sought_back += 1
                     await consumer.seek(tp, batch[0].offset)
         if accepting:
-            self._hold_full(consumer, {tp.partition for tp in mine})
+            self._hold_full(consumer, mine)
         while self._nothing_to_fetch(consumer) and self.accepting():
             if consumer.should_stop:
                 return
@@ -216,21 +221,21 @@ class Intake:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._room.wait(), ROOM_POLL_S)
 
-    def _hold_full(self, consumer: ConsumerT, partitions: Collection[int]) -> None:
-        """Stop fetching the partitions of every task of *partitions* whose inbox
-        is full (``high_water`` records waiting)."""
-        for partition in sorted(partitions):
-            if partition in self.holding or self.waiting(partition) < self.high_water:
-                continue
-            self.holding.add(partition)
-            self.holds += 1
-            hold_partitions(consumer, self._partitions_of(partition))
-
-    def _partitions_of(self, partition: int) -> list[TP]:
-        """The topic partitions of the join's task *partition* (both inputs)."""
+    def _hold_full(self, consumer: ConsumerT, partitions: Collection[TP]) -> None:
+        """Stop fetching each of *partitions* whose task's inbox is full of its
+        records (``high_water`` waiting)."""
         from faust.types import TP
 
-        return [TP(topic, partition) for topic in sorted(self.topics)]
+        for fetched in sorted(partitions):
+            tp = TP(fetched.topic, fetched.partition)  # (aiokafka's in a fetch)
+            if tp in self.holding or not self._full(tp):
+                continue
+            self.holding.add(tp)
+            self.holds += 1
+            hold_partitions(consumer, [tp])
+
+    def _full(self, tp: TP) -> bool:
+        return self.waiting(self._side_of[tp.topic], tp.partition) >= self.high_water
 
     def _nothing_to_fetch(self, consumer: ConsumerT) -> bool:
         """Is a task held and no partition of the join left in faust's live set
@@ -242,14 +247,14 @@ class Intake:
             return False
         return not any(tp.topic in self.topics for tp in active_partitions(consumer))
 
-    def release(self, partitions: Collection[int]) -> None:
-        """Fetch the held partitions of *partitions*' tasks again."""
+    def release(self, partitions: Collection[TP]) -> None:
+        """Fetch the held ones of *partitions* again."""
         consumer = self.installed_on
-        for partition in sorted(partitions):
-            if partition in self.holding:
-                self.holding.discard(partition)
+        for tp in sorted(partitions):
+            if tp in self.holding:
+                self.holding.discard(tp)
                 if consumer is not None:
-                    release_partitions(consumer, self._partitions_of(partition))
+                    release_partitions(consumer, [tp])
         self._room.set()
 
     def _exclusive(self) -> frozenset[str]:
@@ -320,16 +325,18 @@ class Intake:
             if partitions is None or tp.partition in partitions:
                 self._held.pop(tp, None)
                 self._applied.pop(tp, None)
-        self.release([p for p in self.holding if partitions is None or p in partitions])
+        self.release(
+            [tp for tp in self.holding if partitions is None or tp.partition in partitions]
+        )
 
     def counters(self) -> dict[str, int]:
         """``sought_back`` and ``holds``, for the join's page."""
         return {"sought_back": self.sought_back, "holds": self.holds}
 
     def drained(self) -> None:
-        """A batch took records of the inboxes: fetch again the partitions of
-        every held task whose inbox has room now."""
-        self.release([p for p in self.holding if self.waiting(p) < self.high_water])
+        """A batch took records of the inboxes: fetch again every held partition
+        whose task's inbox has room for it now."""
+        self.release([tp for tp in self.holding if not self._full(tp)])
 
 
 def _topic_names(agent: object) -> frozenset[str]:

@@ -398,8 +398,7 @@ class Join:
             stats.batch_records.observe(stats.processed - processed)
 
     def _release(self) -> Batch:
-        """Every task's received records and idle inputs, applied to its batch
-        state (nothing sent yet)."""
+        """Every task's records a batch takes and idle inputs, staged (nothing sent)."""
         now = now_ms()
         batch = Batch()
         topics = self.config.topics
@@ -407,14 +406,15 @@ class Join:
         tasks = self.tasks
         for partition in sorted(tasks.live):
             task = tasks.live[partition]
-            received = task.take_inbox(self.config.batch_max)
+            waits = task.waits(consumer, topics, self.config.window.grace)  # (alignment)
+            received = task.take_inbox(self.config.batch_max, waits)
             idle = task.going_idle(now, consumer, topics)
+            if task.more:  # more than batch_max were waiting: next batch now
+                self._wake.set()
             if not received and not idle:
                 continue
             batch.touched.append(task)
             batch.outputs.extend(self._router.stage(task, received, idle))
         tasks.buffered = tasks.waiting()
-        if tasks.buffered:
-            self._wake.set()  # more than batch_max were waiting: next batch now
         self.intake.drained()
         return batch

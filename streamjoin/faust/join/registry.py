@@ -183,10 +183,11 @@ class TaskRegistry:
         """Records received and not yet in a batch, over every live task."""
         return sum(task.waiting for task in self.live.values())
 
-    def waiting_in(self, partition: int) -> int:
-        """Records received and not yet in a batch in *partition*'s live task."""
+    def waiting_in(self, side: str, partition: int) -> int:
+        """Records of input *side* received and not yet in a batch in *partition*'s
+        live task."""
         task = self._live.get(partition)
-        return 0 if task is None else task.waiting
+        return 0 if task is None else task.waiting_on(side)
 
     # -- ownership: batches are made durable only by the tasks' owner ---------------
 

@@ -1,9 +1,11 @@
 """The per-task runtime of a join: one partition of both topics on this worker.
 
 A :class:`JoinTask` holds the task's RocksDB-backed :class:`BatchState`, its
-policy logic, the records received since the last batch (in arrival order:
+policy logic, the records received and not applied yet (in arrival order:
 the logic decides against the minimum of the two inputs' watermarks, so the
-order in which the consumer fetched the two inputs does not matter), the
+order in which the consumer fetched the two inputs does not matter; a batch
+takes an input only in step by time with the other,
+:mod:`~streamjoin.faust.join.alignment`), the
 input position of each side (read from state when the task opens) and what
 it needs to tell when an input is idle. A task whose partition stays on this
 worker across a rebalance is *parked* (:meth:`JoinTask.park`) rather than
@@ -22,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from streamjoin.faust.join import alignment
 from streamjoin.faust.join.batch_state import BatchState
 from streamjoin.faust.join.types import SIDES, Chunk, InputRecord
 from streamjoin.faust.kafka.session import last_fetch_ms
@@ -51,8 +54,14 @@ class JoinTask:
         self.logic: TaskLogic | None = None
         self.policy = policy
         self.max_idle_ms = max_idle_ms
-        #: records received since the last batch, in arrival order
+        #: records received and not applied yet, in arrival order
         self.inbox: list[Chunk] = []
+        #: per side, the latest record timestamp received, and taken by a
+        #: batch (see alignment)
+        self.latest: dict[str, int | None] = dict.fromkeys(SIDES)
+        self.taken: dict[str, int | None] = dict.fromkeys(SIDES)
+        #: whether the last :meth:`take_inbox` left records only for its limit
+        self.more = False
         #: next input offset to apply, per side (from state; None: unknown yet)
         self.position: dict[str, int | None] = dict.fromkeys(SIDES)
         #: next offset expected from the consumer, per side
@@ -116,6 +125,7 @@ class JoinTask:
         self.take_inbox()
         for side in SIDES:
             self.next_seen[side] = self.position[side]
+            self.latest[side] = self.taken[side] = None
         self.rewinds.clear()  # the rebalance seeks the consumer anew
         return dropped
 
@@ -230,6 +240,9 @@ class JoinTask:
                 self.last_record_ms[other] = now_ms
         self.inbox.append((side, records))
         self.next_seen[side] = records[-1].offset + 1
+        ts, latest = alignment.timestamp(records[-1]), self.latest[side]
+        if latest is None or ts > latest:
+            self.latest[side] = ts
         self.last_record_ms[side] = now_ms
 
     @property
@@ -237,24 +250,40 @@ class JoinTask:
         """The number of records in the inbox."""
         return sum(len(records) for _, records in self.inbox)
 
-    def take_inbox(self, limit: int | None = None) -> list[Chunk]:
-        """The oldest records received since the last batch, at most *limit*
-        of them (``None``: all); the rest stay in the inbox."""
-        if limit is None:
-            taken, self.inbox = self.inbox, []
-            return taken
-        taken = []
-        inbox = self.inbox
-        while inbox and limit > 0:
-            side, records = inbox[0]
-            if len(records) <= limit:
-                taken.append(inbox.pop(0))
-                limit -= len(records)
-            else:
-                taken.append((side, records[:limit]))
-                inbox[0] = (side, records[limit:])
-                limit = 0
+    def waiting_on(self, side: str) -> int:
+        """The number of records of input *side* in the inbox."""
+        return sum(len(records) for s, records in self.inbox if s == side)
+
+    def take_inbox(
+        self, limit: int | None = None, waits: Mapping[str, int] | None = None
+    ) -> list[Chunk]:
+        """The oldest records received and not applied yet, at most *limit* of
+        them (``None``: all), an input of *waits* only up to its timestamp there
+        (:func:`~streamjoin.faust.join.alignment.bounds`); the rest stay in the
+        inbox, and :attr:`more` says whether the limit alone left some."""
+        taken, self.inbox, self.more = alignment.take(self.inbox, limit, waits or {})
+        for side, records in taken:
+            ts, before = alignment.timestamp(records[-1]), self.taken[side]
+            if before is None or ts > before:
+                self.taken[side] = ts
         return taken
+
+    def waits(self, consumer: ConsumerT, topics: Mapping[str, str], lead: int) -> dict[str, int]:
+        """The input that must wait for the other, with the latest timestamp a
+        batch may take of it (:mod:`~streamjoin.faust.join.alignment`): the other
+        input must have records not taken yet (in the inbox, or behind its fetch
+        high watermark and not idle)."""
+        behind = {}  # (an input with records in the inbox is behind, below)
+        for side in SIDES:
+            hw = highwater(consumer, topics[side], self.partition)
+            seen = self.next_seen[side]
+            late = hw is None or (hw > 0 if seen is None else seen < hw)
+            behind[side] = late and side not in self.idle
+        heads: dict[str, int | None] = dict.fromkeys(SIDES)
+        for side, records in reversed(self.inbox):
+            heads[side] = alignment.timestamp(records[0])
+            behind[side] = True
+        return alignment.bounds(self.latest, self.taken, heads, behind, lead)
 
     def unread(
         self, consumer: ConsumerT, topics: Mapping[str, str], fresh_after: Mapping[str, float]

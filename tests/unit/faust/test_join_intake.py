@@ -12,6 +12,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from aiokafka.structs import TopicPartition
 from faust.types import TP
 
 from streamjoin.ads.policy import AdAttribution
@@ -90,22 +91,24 @@ def _intake(
     app: _App,
     got: list[tuple[str, int, int]],
     accepting: bool = True,
-    inboxes: dict[int, int] | None = None,
+    inboxes: dict[TP, int] | None = None,
 ) -> Intake:
-    """An intake on *app*; with *inboxes* (partition -> records waiting), what it
-    receives waits there (high water 10)."""
+    """An intake on *app*; with *inboxes* (input partition -> records waiting),
+    what it receives waits there (high water 10)."""
+    topic_of = {LEFT: "imps", RIGHT: "clicks"}
 
     def receive(topic: str, partition: int, records: Any) -> None:
         got.append((topic, partition, len(records)))
         if inboxes is not None:
-            inboxes[partition] = inboxes.get(partition, 0) + len(records)
+            tp = TP(topic, partition)
+            inboxes[tp] = inboxes.get(tp, 0) + len(records)
 
     intake = Intake(
         app,
         {"imps": LEFT, "clicks": RIGHT},
         receive,
         high_water=10_000 if inboxes is None else 10,
-        waiting=lambda partition: 0 if inboxes is None else inboxes.get(partition, 0),
+        waiting=lambda side, p: 0 if inboxes is None else inboxes.get(TP(topic_of[side], p), 0),
         accepting=lambda: accepting,
     )
     intake.install()
@@ -268,6 +271,38 @@ def test_a_batch_takes_at_most_its_limit_and_the_rest_stays_in_order() -> None:
         (RIGHT, [0, 1, 2]),
     ]
     assert task.waiting == 0
+
+
+def _stamped(topic: str, offsets: range, step_ms: int) -> list[Fetched]:
+    return [Fetched(topic, 0, o, b"k", b"{}", i * step_ms) for i, o in enumerate(offsets)]
+
+
+def test_an_input_far_ahead_in_time_waits_while_the_other_has_records_to_read() -> None:
+    """Ten minutes of clicks received with four seconds of impressions: a batch
+    takes the clicks up to the lead past the impressions taken, the rest wait
+    in the inbox (not a limit: no batch at once for them), until the
+    impressions have nothing left to read."""
+    task = _task()
+    topics = {LEFT: "imps", RIGHT: "clicks"}
+    task.receive(RIGHT, _stamped("clicks", range(10), 60_000), 0)
+    task.receive(LEFT, _stamped("imps", range(5), 1_000), 0)
+    consumer = _HighWater({"imps": 1_000, "clicks": 10})  # 995 impressions to read
+
+    def batch() -> list[tuple[str, list[int]]]:
+        waits = task.waits(consumer, topics, 10_000)
+        return [(side, [r.offset for r in rs]) for side, rs in task.take_inbox(2_000, waits)]
+
+    # no impression taken yet: the clicks wait for the first ones
+    assert batch() == [(LEFT, [0, 1, 2, 3, 4])]
+    assert task.waits(consumer, topics, 10_000) == {RIGHT: 14_000}
+    assert batch() == [(RIGHT, [0])]
+    assert not task.more and task.waiting_on(RIGHT) == 9
+    # more impressions, half a minute past: one more click goes, a batch later
+    task.receive(LEFT, [Fetched("imps", 0, 5, b"k", b"{}", 55_000)], 0)
+    assert batch() == [(LEFT, [5])]
+    assert batch() == [(RIGHT, [1])]
+    # the impressions caught up: nothing waits for them
+    assert task.waits(_HighWater({"imps": 6, "clicks": 10}), topics, 10_000) == {}
 
 
 def test_an_input_with_records_still_in_the_inbox_is_not_idle() -> None:
@@ -520,22 +555,25 @@ def test_traffic_resuming_after_a_stall_gives_the_other_input_max_idle_ms_to_sho
     db.close()
 
 
-def test_a_task_with_a_full_inbox_is_not_fetched_the_others_are() -> None:
-    """Task 0 reaches the high water: its partitions leave the live set (the
-    next fetches do not ask for them) while task 1's stay, and the fetch does
-    not wait: task 1's records are never held up behind task 0's backlog."""
+def test_an_input_partition_with_a_full_inbox_is_not_fetched_the_others_are() -> None:
+    """Task 0 has the high water of impressions waiting: that partition leaves
+    the live set (the next fetches do not ask for it) while task 1's and task
+    0's clicks stay, and the fetch does not wait: no other task's records, nor
+    the other input of the same task (which an input waiting in time for it
+    needs, see alignment), are held up behind that backlog."""
     app = _App({"imps": 1, "clicks": 1})
     got: list[tuple[str, int, int]] = []
-    inboxes: dict[int, int] = {}
+    inboxes: dict[TP, int] = {}
     intake = _intake(app, got, inboxes=inboxes)
-    fetch = {
-        TP("imps", 0): _records("imps", 0, range(12)),
-        TP("clicks", 1): _records("clicks", 1, range(3)),
+    fetch = {  # (aiokafka's partitions in a fetch; faust's held)
+        TopicPartition("imps", 0): _records("imps", 0, range(12)),
+        TopicPartition("clicks", 1): _records("clicks", 1, range(3)),
     }
     asyncio.run(asyncio.wait_for(intake.take(app.consumer, fetch, None), 1.0))
     assert got == [("clicks", 1, 3), ("imps", 0, 12)]
-    assert sorted(intake.holding) == [0] and intake.holds == 1
-    assert app.consumer._active_partitions == {TP("imps", 1), TP("clicks", 1)}
+    assert intake.holding == {TP("imps", 0)} and intake.holds == 1
+    assert all(type(tp) is TP for tp in intake.holding)
+    assert app.consumer._active_partitions == {TP("imps", 1), TP("clicks", 0), TP("clicks", 1)}
     # a fetch under way when the partition was held: its records are taken
     late = {TP("imps", 0): _records("imps", 0, range(12, 14))}
     asyncio.run(
@@ -543,7 +581,7 @@ def test_a_task_with_a_full_inbox_is_not_fetched_the_others_are() -> None:
     )
     assert got[-1] == ("imps", 0, 2) and app.consumer.sought == []
     # a batch took the inbox below the high water: fetched again
-    inboxes[0] = 9
+    inboxes[TP("imps", 0)] = 9
     intake.drained()
     assert not intake.holding
     assert app.consumer._active_partitions == {TP(t, p) for t in ("imps", "clicks") for p in (0, 1)}
@@ -551,28 +589,31 @@ def test_a_task_with_a_full_inbox_is_not_fetched_the_others_are() -> None:
 
 def test_a_held_partition_paused_or_given_up_meanwhile_is_not_fetched_again() -> None:
     app = _App({"imps": 1, "clicks": 1})
-    inboxes: dict[int, int] = {}
+    inboxes: dict[TP, int] = {}
     intake = _intake(app, [], inboxes=inboxes)
-    asyncio.run(intake.take(app.consumer, {TP("imps", 0): _records("imps", 0, range(10))}, None))
+    full = {TP(t, 0): _records(t, 0, range(10)) for t in ("imps", "clicks")}
+    asyncio.run(intake.take(app.consumer, full, None))
+    assert intake.holding == {TP("imps", 0), TP("clicks", 0)}
     app.consumer._paused_partitions = {TP("imps", 0)}  # a restore paused it
     app.consumer.given_up = {TP("clicks", 0)}
-    inboxes[0] = 0
+    inboxes.clear()
     intake.drained()
     assert not intake.holding
     assert app.consumer._active_partitions == {TP("imps", 1), TP("clicks", 1)}
 
 
 def _waits_until_drained(
-    intake: Intake, app: _App, fetch: Any, inboxes: dict[int, int], partition: int
+    intake: Intake, app: _App, fetch: Any, inboxes: dict[TP, int], drained: list[TP]
 ) -> bool:
     """Take *fetch*: whether the fetch was still waiting 50 ms later; then a batch
-    empties *partition*'s inbox, and the fetch must end within a second."""
+    empties the inboxes of *drained*, and the fetch must end within a second."""
 
     async def scenario() -> bool:
         waiting = asyncio.ensure_future(intake.take(app.consumer, fetch, None))
         await asyncio.sleep(0.05)
         was_waiting = not waiting.done()
-        inboxes[partition] = 0
+        for tp in drained:
+            inboxes[tp] = 0
         intake.drained()
         await asyncio.wait_for(waiting, 1.0)
         return was_waiting
@@ -580,17 +621,20 @@ def _waits_until_drained(
     return asyncio.run(scenario())
 
 
-def test_the_fetch_waits_only_when_every_task_is_held() -> None:
-    """With every task of the join held nothing is left to fetch: the fetch
+def test_the_fetch_waits_only_when_every_partition_is_held() -> None:
+    """With every partition of the join held nothing is left to fetch: the fetch
     waits for a batch to make room (instead of faust's one-second sleep on an
     empty live set), and goes on once one does."""
     app = _App({"imps": 1, "clicks": 1})
-    inboxes: dict[int, int] = {}
+    inboxes: dict[TP, int] = {}
     intake = _intake(app, [], inboxes=inboxes)
-    fetch = {TP("imps", p): _records("imps", p, range(10)) for p in (0, 1)}
-
-    assert _waits_until_drained(intake, app, fetch, inboxes, 1)
-    assert sorted(intake.holding) == [0]
+    # three partitions full: the fourth is still fetched, the fetch goes on
+    three = [TP("imps", 0), TP("imps", 1), TP("clicks", 0)]
+    fetch = {tp: _records(tp.topic, tp.partition, range(10)) for tp in three}
+    assert not _waits_until_drained(intake, app, fetch, inboxes, [])
+    fetch = {TP("clicks", 1): _records("clicks", 1, range(10))}
+    assert _waits_until_drained(intake, app, fetch, inboxes, [TP("imps", 1)])
+    assert intake.holding == {TP("imps", 0), TP("clicks", 0), TP("clicks", 1)}
 
 
 def test_a_rebalance_fetches_every_held_partition_again() -> None:
@@ -599,7 +643,7 @@ def test_a_rebalance_fetches_every_held_partition_again() -> None:
     asyncio.run(
         intake.take(app.consumer, {TP("clicks", 1): _records("clicks", 1, range(10))}, None)
     )
-    assert sorted(intake.holding) == [1]
+    assert intake.holding == {TP("clicks", 1)}
     intake.reset({1})  # revoked
     assert not intake.holding and TP("clicks", 1) in app.consumer._active_partitions
     asyncio.run(
@@ -617,9 +661,9 @@ def test_the_fetch_waits_when_the_tasks_not_held_are_paused_for_a_restore() -> N
     paused = {TP("imps", 1), TP("clicks", 1)}
     app.consumer._active_partitions -= paused
     app.consumer._paused_partitions = set(paused)
-    inboxes: dict[int, int] = {}
+    inboxes: dict[TP, int] = {}
     intake = _intake(app, [], inboxes=inboxes)
-    fetch = {TP("imps", 0): _records("imps", 0, range(10))}
+    fetch = {TP(t, 0): _records(t, 0, range(10)) for t in ("imps", "clicks")}
 
-    assert _waits_until_drained(intake, app, fetch, inboxes, 0)
+    assert _waits_until_drained(intake, app, fetch, inboxes, [TP("imps", 0), TP("clicks", 0)])
     assert app.consumer._active_partitions == {TP("imps", 0), TP("clicks", 0)}
