@@ -12,17 +12,18 @@ impressions, and the worker's memory grew to a gigabyte).
 So a task takes an input's records only up to ``lead`` milliseconds past the
 latest record a batch took of the other input, while that other input still
 has records not taken (in the inbox, or on the broker: behind its fetch high
-watermark); the rest wait in the inbox, and the intake stops fetching an input whose inbox is
-full (:mod:`~streamjoin.faust.join.intake`). The time is the records' Kafka
+watermark); the rest wait in the inbox, and the intake stops fetching an
+input whose inbox is full (:mod:`~streamjoin.faust.join.intake`). The time is the records' Kafka
 timestamp, which the join reads without decoding. Once the other input has
 nothing left (taken, and caught up or idle), nothing waits for it. At most one
 input waits at a time, the one ahead, and the other's records are all taken,
 so the task always moves on.
 
 It is a matter of order only: a join's outcomes do not depend on the order in
-which its inputs arrive (``docs/joins.rst``), and a record that waits is
-never one an outcome due now depends on (it is later than the decision time,
-which is never past the input behind). Pure: no I/O, no faust.
+which its inputs arrive (``docs/joins.rst``): a record that waits is applied
+as if it had been fetched later. Where the Kafka timestamp is the event
+time, it is never one an outcome due now depends on (it is later than the
+decision time, which is never past the input behind). Pure: no I/O, no faust.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from streamjoin.faust.join.types import LEFT, RIGHT, Chunk, InputRecord
 
 __all__ = ["bounds", "take", "timestamp"]
 
-#: a bound below every timestamp: the other input has not been received yet
+#: below every timestamp: no record of that input taken (or waiting) yet
 _NOTHING_YET = -(2**62)
 
 
