@@ -275,10 +275,7 @@ class JoinTask:
         high watermark and not idle)."""
         behind = {}  # (an input with records in the inbox is behind, below)
         for side in SIDES:
-            hw = highwater(consumer, topics[side], self.partition)
-            seen = self.next_seen[side]
-            late = hw is None or (hw > 0 if seen is None else seen < hw)
-            behind[side] = late and side not in self.idle
+            behind[side] = self._behind(consumer, topics[side], side) and side not in self.idle
         heads: dict[str, int | None] = dict.fromkeys(SIDES)
         for side, records in reversed(self.inbox):
             heads[side] = alignment.timestamp(records[0])
@@ -299,14 +296,19 @@ class JoinTask:
         unread = {}
         for side in SIDES:
             topic = topics[side]
-            hw = highwater(consumer, topic, self.partition)
-            seen = self.next_seen[side]
-            behind = hw is None or (hw > 0 if seen is None else seen < hw)
+            behind = self._behind(consumer, topic, side)
             if not behind:
                 fetched = last_fetch_ms(consumer, topic, self.partition)
                 behind = fetched is None or fetched < fresh_after[side]
             unread[side] = behind
         return unread
+
+    def _behind(self, consumer: ConsumerT, topic: str, side: str) -> bool:
+        """Whether the task has not received every record of *side* below the
+        consumer's fetch high watermark (or that watermark is unknown)."""
+        hw = highwater(consumer, topic, self.partition)
+        seen = self.next_seen[side]
+        return hw is None or (hw > 0 if seen is None else seen < hw)
 
     def going_idle(self, now_ms: int, consumer: ConsumerT, topics: Mapping[str, str]) -> list[str]:
         """The inputs that became idle: caught up with their partition (position
