@@ -26,7 +26,7 @@ from streamjoin.ads.chunks import SegmentChunks
 from streamjoin.ads.events import loads
 from streamjoin.join.state import KVState
 
-__all__ = ["ImpressionStore", "Row"]
+__all__ = ["ImpressionStore", "Row", "held"]
 
 #: an impression held in memory: (ts, id, campaign, cost, billed click id or None)
 Row = tuple[int, str, str, float, str | None]
@@ -38,13 +38,18 @@ class ImpressionStore:
     Attributes:
         segment: the length of a time segment (ms); a segment starts at a
             multiple of it.
-        by_key: join key -> the impressions held, ``(ts, id)`` order.
+        by_key: join key -> the impressions held: the one row of a key that
+            has one (nearly every auction), the rows in ``(ts, id)`` order
+            otherwise (:func:`held`). No tuple around a single row: one
+            object less per impression held, for the memory and for the
+            young collections of the cyclic collector that look at each new
+            one.
         count: how many impressions are held.
     """
 
     def __init__(self, segment: int) -> None:
         self.segment = segment
-        self.by_key: dict[str, tuple[Row, ...]] = {}
+        self.by_key: dict[str, Row | tuple[Row, ...]] = {}
         self.count = 0
         #: the impressions' chunks; a segment's members are the join keys of its
         #: impressions (the key strings the rows are held by: nothing new to
@@ -62,15 +67,12 @@ class ImpressionStore:
 
     def holds(self, jkey: str, ts: int, rid: str) -> bool:
         """Whether impression *rid* at *ts* of auction *jkey* is held."""
-        held = self.by_key.get(jkey)
-        return held is not None and any(row[0] == ts and row[1] == rid for row in held)
+        got = self.by_key.get(jkey)
+        return got is not None and any(row[0] == ts and row[1] == rid for row in held(got))
 
     def add(self, jkey: str, ts: int, rid: str, campaign: str, cost: float) -> None:
         """Hold a new impression; it goes to state at the next :meth:`flush`."""
-        row: Row = (ts, rid, campaign, cost, None)
-        held = self.by_key.get(jkey)
-        self.by_key[jkey] = (row,) if held is None else tuple(sorted((*held, row), key=_order))
-        self.count += 1
+        self._hold(jkey, (ts, rid, campaign, cost, None))
         self._chunks.add(ts - ts % self.segment, jkey, (jkey, ts, rid, campaign, cost))
 
     def flush(self, state: KVState) -> None:
@@ -79,7 +81,8 @@ class ImpressionStore:
 
     def first_match(self, jkey: str, lo: int, hi: int) -> tuple[Row | None, int]:
         """The earliest impression of *jkey* with ``lo <= ts <= hi`` and its index."""
-        for i, row in enumerate(self.by_key.get(jkey, ())):
+        got = self.by_key.get(jkey)
+        for i, row in enumerate(() if got is None else held(got)):
             if row[0] > hi:
                 break
             if row[0] >= lo:
@@ -88,14 +91,16 @@ class ImpressionStore:
 
     def bill(self, jkey: str, at: int, click_id: str) -> None:
         """Note that *click_id* billed the impression at index *at* of *jkey*."""
-        held = self.by_key[jkey]
-        row = held[at]
-        self.by_key[jkey] = (*held[:at], (*row[:4], click_id), *held[at + 1 :])
+        rows = held(self.by_key[jkey])
+        row = rows[at]
+        billed: Row = (row[0], row[1], row[2], row[3], click_id)
+        self.by_key[jkey] = billed if len(rows) == 1 else (*rows[:at], billed, *rows[at + 1 :])
 
     def bill_by_id(self, jkey: str, rid: str, click_id: str) -> int | None:
         """Note that *click_id* billed impression *rid* of *jkey* (read back from
         the click's row); returns the impression's time, ``None`` if not held."""
-        for i, row in enumerate(self.by_key.get(jkey, ())):
+        got = self.by_key.get(jkey)
+        for i, row in enumerate(() if got is None else held(got)):
             if row[1] == rid:
                 if row[4] is None:
                     self.bill(jkey, i, click_id)
@@ -141,37 +146,41 @@ class ImpressionStore:
         heapq.heapify(self._rows)
 
     def _hold(self, jkey: str, row: Row) -> None:
-        held = self.by_key.get(jkey)
-        if held is None:
-            self.by_key[jkey] = (row,)
-        else:
-            self.by_key[jkey] = tuple(sorted((*held, row), key=_order))
+        got = self.by_key.get(jkey)
+        self.by_key[jkey] = row if got is None else tuple(sorted((*held(got), row), key=_order))
         self.count += 1
 
     def _drop_before(self, jkey: str, cut: int) -> None:
         """Drop *jkey*'s impressions before *cut* (of the segments that expire:
         the key's rows of other segments stay)."""
-        held = self.by_key.pop(jkey, None)
-        if held is None:
+        got = self.by_key.pop(jkey, None)
+        if got is None:
             return  # an earlier segment's entry of the same key dropped them
-        if held[-1][0] < cut:  # all of them, most often the only one
-            self.count -= len(held)
+        rows = held(got)
+        if rows[-1][0] < cut:  # all of them, most often the only one
+            self.count -= len(rows)
             return
-        kept = tuple(row for row in held if row[0] >= cut)
-        self.by_key[jkey] = kept
-        self.count -= len(held) - len(kept)
+        kept = tuple(row for row in rows if row[0] >= cut)
+        self.by_key[jkey] = kept[0] if len(kept) == 1 else kept
+        self.count -= len(rows) - len(kept)
 
     def _drop(self, jkey: str, ts: int, rid: str) -> None:
-        held = self.by_key.get(jkey, ())
-        for i, row in enumerate(held):
+        got = self.by_key.get(jkey)
+        rows = () if got is None else held(got)
+        for i, row in enumerate(rows):
             if row[0] == ts and row[1] == rid:
-                rest = (*held[:i], *held[i + 1 :])
+                rest = (*rows[:i], *rows[i + 1 :])
                 if rest:
-                    self.by_key[jkey] = rest
+                    self.by_key[jkey] = rest[0] if len(rest) == 1 else rest
                 else:
                     del self.by_key[jkey]
                 self.count -= 1
                 return
+
+
+def held(got: Row | tuple[Row, ...]) -> tuple[Row, ...]:
+    """The rows of a :attr:`ImpressionStore.by_key` entry, ``(ts, id)`` order."""
+    return (got,) if type(got[0]) is int else got  # type: ignore[return-value]
 
 
 def _order(row: Row) -> tuple[int, str]:

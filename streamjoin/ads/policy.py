@@ -9,6 +9,7 @@ records go to the dead-letter output with the reason.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -26,6 +27,8 @@ from streamjoin.join.json_out import dumps_sorted
 from streamjoin.join.policy import LEFT, BadRecord, Decoded, Emission, PolicyTask, Raw
 from streamjoin.join.state import KVState
 from streamjoin.join.window import JoinWindow
+
+intern = sys.intern
 
 __all__ = [
     "ATTRIBUTION_WINDOW_MS",
@@ -133,7 +136,8 @@ def _impression(doc: dict[str, Any], key: bytes) -> tuple[str, str, int, str, fl
         and 0.0 <= cost < 1e9
         and key == aid.encode()
     ):
-        return (aid, iid, ts, campaign, float(cost))
+        # one string per campaign, however many impressions hold it
+        return (aid, iid, ts, intern(campaign), float(cost))
     return None
 
 
