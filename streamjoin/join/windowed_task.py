@@ -86,6 +86,12 @@ class TaskWindowedJoin:
         #: the two inputs' watermarks and the decision time
         self.marks = Watermarks.decode(SIDES, self.state.get(STREAM_TIME))
         self.late_count = 0
+        #: no close-index entry is below this key: where the next close's scan
+        #: starts. Closing deletes the entries it passes, and a store's deletes
+        #: stay as tombstones a scan from the family's start would walk again,
+        #: every record (162 records/s on a 120,000-record backlog); an entry
+        #: added below it (a record whose window closes earlier) lowers it.
+        self._close_from = CLOSE
 
     @property
     def decision_time(self) -> int | None:
@@ -131,6 +137,7 @@ class TaskWindowedJoin:
         """
         for key, _ in self.state.scan(*keys.family_range(CLOSE)):
             self.state.delete_index(key)
+        self._close_from = CLOSE
         for side in Side:
             family = _family(side)
             for key, _ in self.state.scan(*keys.family_range(family)):
@@ -165,7 +172,10 @@ class TaskWindowedJoin:
         # "What is guaranteed" in streamjoin.join.windowed)
         self.state.put(rkey, flag + record.value)
         due = closes_after(self.window, side, record.ts)
-        self.state.put_index(_close_key(due, family, record.key, record.ts, record.rid), b"")
+        close_key = _close_key(due, family, record.key, record.ts, record.rid)
+        self.state.put_index(close_key, b"")
+        if close_key < self._close_from:
+            self._close_from = close_key
         out.extend(self._advance(side, record.ts))
         return out
 
@@ -204,7 +214,10 @@ class TaskWindowedJoin:
         if decided is None:
             return []
         # windows with closes_after < decision time, earliest first
-        return list(self._close(CLOSE, CLOSE + keys.ts_bytes(decided)))
+        end = CLOSE + keys.ts_bytes(decided)
+        out: list[JoinResult | Late] = list(self._close(self._close_from, end))
+        self._close_from = max(self._close_from, end)
+        return out
 
     def _close(self, start: bytes, end: bytes) -> list[JoinResult]:
         out: list[JoinResult] = []

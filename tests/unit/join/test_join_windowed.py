@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streamjoin.join import keys
 from streamjoin.join.errors import JoinError
 from streamjoin.join.policy import DEAD_LETTER, BadRecord, Emission, Late
 from streamjoin.join.state import MemoryState
@@ -26,6 +27,7 @@ from streamjoin.join.windowed import (
     content_rid,
     windowed_join,
 )
+from streamjoin.join.windowed_task import CLOSE
 
 Ids = tuple[str | None, str | None]
 Fed = tuple[Side, JoinRecord]
@@ -241,6 +243,42 @@ def test_state_stays_flat_across_many_windows(kind: JoinKind) -> None:
     assert max(sizes) - min(sizes) <= 2, sizes
     # after + grace of lefts, before + grace of rights, each with its index entry
     assert max(sizes) < 30, sizes
+
+
+class _ScanLog(MemoryState):
+    """A state that notes where each scan of the close index starts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.close_scans: list[bytes] = []
+
+    def scan(self, start: bytes, end: bytes) -> list[tuple[bytes, bytes]]:
+        if start[:1] == CLOSE:
+            self.close_scans.append(start)
+        return super().scan(start, end)
+
+
+def test_closing_windows_scans_the_close_index_from_the_last_decision_time() -> None:
+    """A store keeps deleted entries as tombstones (RocksDB until compaction): a
+    close that scanned the index from its start walked every window closed
+    before, for every record."""
+    window = JoinWindow(before=5, after=20, grace=10)
+    state = _ScanLog()
+    task = TaskWindowedJoin(JoinKind.OUTER, window, state)
+    before: int | None = None
+    for n in range(300):
+        for side, record in (
+            (Side.LEFT, JoinRecord(f"a{n % 7}", f"l{n}", n * 7, b"v")),
+            (Side.RIGHT, JoinRecord(f"a{n % 5}", f"r{n}", n * 7 + 3, b"w")),
+        ):
+            scans = len(state.close_scans)
+            task.on_left(record) if side is Side.LEFT else task.on_right(record)
+            if before is not None:
+                # each close starts where the one before ended: the decision time it reached
+                assert len(state.close_scans) == scans + 1
+                assert state.close_scans[-1] >= CLOSE + keys.ts_bytes(before)
+            before = task.decision_time
+    assert state.close_scans[-1] > state.close_scans[0]
 
 
 def test_an_unmatched_left_is_emitted_exactly_after_its_window_closes() -> None:
