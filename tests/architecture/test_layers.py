@@ -196,6 +196,7 @@ SEAM = {
     "_topic_name_index": "consumer.py",
     "_fetch_max_wait_ms": "consumer.py",
     "_max_partition_fetch_bytes": "consumer.py",
+    "_fetch_max_bytes": "consumer.py",
     "_pending_tasks": "consumer.py",
     "_fetch_task": "consumer.py",
     "_streamjoin_mended_close": "consumer.py",

@@ -419,6 +419,21 @@ def test_the_partition_fetch_size_is_lowered_never_raised() -> None:
     assert not shorten_partition_fetch(SimpleNamespace(), 256 * 1024)
 
 
+def test_the_fetch_response_size_is_lowered_never_raised() -> None:
+    from types import SimpleNamespace
+
+    from streamjoin.faust.join.intake import FETCH_RESPONSE_BYTES
+    from streamjoin.faust.kafka.consumer import shorten_fetch_response
+
+    fetcher = SimpleNamespace(_fetch_max_bytes=50 * 1024**2)
+    consumer = SimpleNamespace(_thread=SimpleNamespace(_consumer=SimpleNamespace(_fetcher=fetcher)))
+    assert shorten_fetch_response(consumer, FETCH_RESPONSE_BYTES)
+    assert fetcher._fetch_max_bytes == FETCH_RESPONSE_BYTES == 1024**2
+    assert not shorten_fetch_response(consumer, 2 * 1024**2)
+    assert fetcher._fetch_max_bytes == 1024**2
+    assert not shorten_fetch_response(SimpleNamespace(), 1024**2)
+
+
 def test_the_intake_acks_a_side_by_its_topic() -> None:
     app = _App({"imps": 1, "clicks": 1})
     intake = _intake(app, [])
