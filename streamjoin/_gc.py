@@ -21,7 +21,7 @@ __all__ = ["BATCH_SCHEDULE", "gc_paused", "gc_paused_async"]
 #: Each young collection looks at the fetched records waiting at that moment
 #: and at the state's new rows; every 5 s instead of every second, the join
 #: read a 4.9M-record backlog 7% faster and a 1M one 3% faster (one pass
-#: each, docs/benchmarks.rst, "The collector's schedule"). The cyclic garbage
+#: each; docs/benchmarks.rst, "What grew with history"). The cyclic garbage
 #: a worker makes (asyncio's) is a few dozen objects a second.
 BATCH_SCHEDULE = (5.0, 60.0)
 
