@@ -67,8 +67,7 @@ class ImpressionStore:
 
     def holds(self, jkey: str, ts: int, rid: str) -> bool:
         """Whether impression *rid* at *ts* of auction *jkey* is held."""
-        got = self.by_key.get(jkey)
-        return got is not None and any(row[0] == ts and row[1] == rid for row in held(got))
+        return any(row[0] == ts and row[1] == rid for row in held(self.by_key.get(jkey)))
 
     def add(self, jkey: str, ts: int, rid: str, campaign: str, cost: float) -> None:
         """Hold a new impression; it goes to state at the next :meth:`flush`."""
@@ -81,8 +80,7 @@ class ImpressionStore:
 
     def first_match(self, jkey: str, lo: int, hi: int) -> tuple[Row | None, int]:
         """The earliest impression of *jkey* with ``lo <= ts <= hi`` and its index."""
-        got = self.by_key.get(jkey)
-        for i, row in enumerate(() if got is None else held(got)):
+        for i, row in enumerate(held(self.by_key.get(jkey))):
             if row[0] > hi:
                 break
             if row[0] >= lo:
@@ -94,13 +92,12 @@ class ImpressionStore:
         rows = held(self.by_key[jkey])
         row = rows[at]
         billed: Row = (row[0], row[1], row[2], row[3], click_id)
-        self.by_key[jkey] = billed if len(rows) == 1 else (*rows[:at], billed, *rows[at + 1 :])
+        self.by_key[jkey] = _entry((*rows[:at], billed, *rows[at + 1 :]))
 
     def bill_by_id(self, jkey: str, rid: str, click_id: str) -> int | None:
         """Note that *click_id* billed impression *rid* of *jkey* (read back from
         the click's row); returns the impression's time, ``None`` if not held."""
-        got = self.by_key.get(jkey)
-        for i, row in enumerate(() if got is None else held(got)):
+        for i, row in enumerate(held(self.by_key.get(jkey))):
             if row[1] == rid:
                 if row[4] is None:
                     self.bill(jkey, i, click_id)
@@ -161,26 +158,33 @@ class ImpressionStore:
             self.count -= len(rows)
             return
         kept = tuple(row for row in rows if row[0] >= cut)
-        self.by_key[jkey] = kept[0] if len(kept) == 1 else kept
+        self.by_key[jkey] = _entry(kept)
         self.count -= len(rows) - len(kept)
 
     def _drop(self, jkey: str, ts: int, rid: str) -> None:
-        got = self.by_key.get(jkey)
-        rows = () if got is None else held(got)
+        rows = held(self.by_key.get(jkey))
         for i, row in enumerate(rows):
             if row[0] == ts and row[1] == rid:
                 rest = (*rows[:i], *rows[i + 1 :])
                 if rest:
-                    self.by_key[jkey] = rest[0] if len(rest) == 1 else rest
+                    self.by_key[jkey] = _entry(rest)
                 else:
                     del self.by_key[jkey]
                 self.count -= 1
                 return
 
 
-def held(got: Row | tuple[Row, ...]) -> tuple[Row, ...]:
-    """The rows of a :attr:`ImpressionStore.by_key` entry, ``(ts, id)`` order."""
+def held(got: Row | tuple[Row, ...] | None) -> tuple[Row, ...]:
+    """The rows of a :attr:`ImpressionStore.by_key` entry (``None``: no
+    entry), ``(ts, id)`` order."""
+    if got is None:
+        return ()
     return (got,) if type(got[0]) is int else got  # type: ignore[return-value]
+
+
+def _entry(rows: tuple[Row, ...]) -> Row | tuple[Row, ...]:
+    """The :attr:`ImpressionStore.by_key` entry of a key's *rows* (at least one)."""
+    return rows[0] if len(rows) == 1 else rows
 
 
 def _order(row: Row) -> tuple[int, str]:

@@ -9,9 +9,9 @@ records go to the dead-letter output with the reason.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from sys import intern
 from typing import Any, NamedTuple
 
 from streamjoin.ads.attribution import (
@@ -27,8 +27,6 @@ from streamjoin.join.json_out import dumps_sorted
 from streamjoin.join.policy import LEFT, BadRecord, Decoded, Emission, PolicyTask, Raw
 from streamjoin.join.state import KVState
 from streamjoin.join.window import JoinWindow
-
-intern = sys.intern
 
 __all__ = [
     "ATTRIBUTION_WINDOW_MS",
