@@ -200,6 +200,8 @@ SEAM = {
     "_pending_tasks": "consumer.py",
     "_fetch_task": "consumer.py",
     "_streamjoin_mended_close": "consumer.py",
+    "_proc_fetch_request": "consumer.py",
+    "_streamjoin_fetch_order": "consumer.py",
     # aiokafka group coordinator (and streamjoin's mark on it)
     "_coordinator": "session.py",
     "_send_req": "session.py",

@@ -61,6 +61,7 @@ from streamjoin.faust.kafka.consumer import (
     ack_range,
     active_partitions,
     buffered_partitions,
+    least_behind_first_fetches,
     read_offsets,
     readers,
     shorten_fetch_response,
@@ -69,6 +70,7 @@ from streamjoin.faust.kafka.consumer import (
 )
 from streamjoin.faust.kafka.fetch_chain import INTAKE, Fetch, Records, fetch_chain
 from streamjoin.faust.kafka.incremental import hold_partitions, release_partitions
+from streamjoin.faust.kafka.session import aiokafka_consumer
 
 if TYPE_CHECKING:
     from faust.transport.consumer import Consumer
@@ -189,6 +191,8 @@ class Intake:
         shorten_fetch_wait(consumer, FETCH_MAX_WAIT_MS)
         shorten_partition_fetch(consumer, FETCH_PARTITION_BYTES)
         shorten_fetch_response(consumer, FETCH_RESPONSE_BYTES)
+        # a task's records are not starved by another task's backlog in a response
+        least_behind_first_fetches(aiokafka_consumer(consumer))
 
     async def take(
         self, consumer: ConsumerT, records: Records, active: Collection[TP] | None

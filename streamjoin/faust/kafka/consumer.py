@@ -22,6 +22,11 @@ Private attributes it depends on (faust-streaming 0.15.3, aiokafka 0.14.0):
   ``Fetcher._pending_tasks`` (the fetch requests in flight) and
   ``Fetcher._fetch_task`` (its fetch loop); the fetcher whose ``close`` was
   mended is marked ``_streamjoin_mended_close``;
+* aiokafka ``Fetcher._proc_fetch_request(assignment, node_id, request)`` (sends
+  one fetch request and reads its response), wrapped once per fetcher (marked
+  ``_streamjoin_fetch_order``) to reorder the request first; there the public
+  ``FetchRequest.topics`` is reordered in place (the list the request is built
+  from) and ``Assignment.state_value(tp).highwater`` read;
 * faust ``App._fetcher`` (the service that runs the consumer's fetches;
   started again once tables are restored, as faust's recovery does).
 
@@ -36,9 +41,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Collection, Mapping, MutableMapping, MutableSet, Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
+
+from aiokafka.structs import TopicPartition
 
 from streamjoin.faust.kafka.session import aiokafka_consumer
+from streamjoin.join.fetch_order import least_behind_first
 
 if TYPE_CHECKING:
     from aiokafka import AIOKafkaConsumer
@@ -53,6 +61,7 @@ __all__ = [
     "buffered_partitions",
     "committed_offset",
     "forget_offsets",
+    "least_behind_first_fetches",
     "mend_fetcher_close",
     "note_committed",
     "read_offsets",
@@ -157,6 +166,32 @@ def _lower_fetcher_setting(consumer: ConsumerT, name: str, value: int) -> bool:
     if fetcher is None or not isinstance(current, int) or current <= value:
         return False
     setattr(fetcher, name, value)
+    return True
+
+
+def least_behind_first_fetches(aio: AIOKafkaConsumer | None) -> bool:
+    """Make the aiokafka consumer's fetch requests list the partitions with the fewest
+    records behind first (:mod:`streamjoin.join.fetch_order`), instead of
+    aiokafka's random order; returns whether it was changed now (once per
+    fetcher). A partition's records behind are its high watermark, as of the
+    last response that carried it, less the offset fetched from.
+    """
+    fetcher = getattr(aio, "_fetcher", None)
+    if fetcher is None or getattr(fetcher, "_streamjoin_fetch_order", False):
+        return False
+    send = fetcher._proc_fetch_request
+
+    async def send_ordered(assignment: Any, node_id: int, request: Any) -> bool:  # Any: aiokafka's
+        def behind(topic: str, partition: int, offset: int) -> int:
+            state = assignment.state_value(TopicPartition(topic, partition))
+            highwater = getattr(state, "highwater", None)
+            return 0 if highwater is None else highwater - offset
+
+        request.topics[:] = least_behind_first(request.topics, behind)
+        return cast("bool", await send(assignment, node_id, request))
+
+    fetcher._proc_fetch_request = send_ordered
+    fetcher._streamjoin_fetch_order = True
     return True
 
 
