@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RAW",
+    "STATE_WRITE_BUFFER_BYTES",
     "Declared",
     "check_batching",
     "check_outputs",
@@ -39,6 +40,14 @@ __all__ = [
     "declare_state_table",
     "join_partitions",
 ]
+
+
+#: the size of a memtable of the join's state, per task (RocksDB's write buffer;
+#: faust's default, 64 MiB, up to three per task): a worker's memory grew by
+#: 4 x 64 MiB over a 4.9M-record backlog before the first flush, where 16 MiB
+#: filled in the first fifth and read as fast (docs/benchmarks.rst, "A memtable
+#: of 16 MiB")
+STATE_WRITE_BUFFER_BYTES = 16 * 1024**2
 
 
 #: serializers of every topic a join reads or writes: the policy does the decoding
@@ -226,6 +235,7 @@ def declare_state_table(app: AppT, name: str, partitions: int) -> TableT[bytes, 
         key_type=bytes,
         value_type=bytes,
         help=f"state of join {name}",
+        options={"write_buffer_size": STATE_WRITE_BUFFER_BYTES},
     )
     # streamjoin's mark on a faust table (read by is_fenced through getattr)
     table.streamjoin_fenced = True  # type: ignore[attr-defined]
