@@ -7,9 +7,10 @@ embedded broker also stops early, and answers more than the per-partition
 limit for a partition with a backlog). A partition listed after a backlog
 then gets nothing in that response, and its records wait for the next one:
 after a worker took a dead worker's tasks over, its own tasks' records
-waited behind the backlog it took over (docs/benchmarks.rst, "kill -9").
-Listed first, a partition that is nearly caught up costs a response a few
-records and is never starved; the backlog fills what is left.
+waited behind the backlog it took over (docs/benchmarks.rst, "Least behind
+first in every fetch"). Listed first, a partition that is nearly caught up
+costs a response a few records, and a backlog fills what is left instead of
+crowding it out.
 
 A request lists partitions grouped by topic (one entry per topic), so topics
 are ordered too: the topic with the fewest records behind in all first.
