@@ -70,7 +70,7 @@ def test_tasks_kept_after_a_lease_lapse_are_restored_and_lose_no_click(
         # line in a make test run on 2026-11-29)
         stayed = [w for w in ads.workers if w is not third]
         assert any("cooperative rebalance: keeping" in w.log_text() for w in stayed)
-        assert all(worker.running() for worker in ads.workers if worker is not third)
+        assert all(worker.running() for worker in stayed)
     finally:
         ads.stop()
 

@@ -12,6 +12,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aiokafka.structs import TopicPartition
 from faust.types import TP
 
@@ -392,46 +393,36 @@ def test_an_input_is_not_idle_on_a_high_watermark_no_recent_fetch_confirmed() ->
     assert task.idle == set()
 
 
-def test_the_fetch_wait_is_shortened_never_lengthened() -> None:
+@pytest.mark.parametrize(
+    ("setter", "name", "default", "ours", "more"),
+    [
+        # faust's fetch wait; the join's 50 ms, never lengthened
+        ("shorten_fetch_wait", "_fetch_max_wait_ms", 1500, 50, 200),
+        # faust's 1 MiB per partition; an app that asked for less keeps it
+        ("shorten_partition_fetch", "_max_partition_fetch_bytes", 1024**2, 256 * 1024, 512 * 1024),
+        # aiokafka's 50 MiB per response; the join's 1 MiB
+        ("shorten_fetch_response", "_fetch_max_bytes", 50 * 1024**2, 1024**2, 2 * 1024**2),
+    ],
+)
+def test_a_fetcher_setting_is_lowered_never_raised(
+    setter: str, name: str, default: int, ours: int, more: int
+) -> None:
     from types import SimpleNamespace
 
-    from streamjoin.faust.kafka.consumer import shorten_fetch_wait
+    from streamjoin.faust.kafka import consumer as seam
 
-    fetcher = SimpleNamespace(_fetch_max_wait_ms=1500)
+    lower = getattr(seam, setter)
+    fetcher = SimpleNamespace(**{name: default})
     consumer = SimpleNamespace(_thread=SimpleNamespace(_consumer=SimpleNamespace(_fetcher=fetcher)))
-    assert shorten_fetch_wait(consumer, 50) and fetcher._fetch_max_wait_ms == 50
-    assert not shorten_fetch_wait(consumer, 200) and fetcher._fetch_max_wait_ms == 50
-    assert not shorten_fetch_wait(SimpleNamespace(), 50)  # not faust's aiokafka driver
+    assert lower(consumer, ours) and getattr(fetcher, name) == ours
+    assert not lower(consumer, more) and getattr(fetcher, name) == ours
+    assert not lower(SimpleNamespace(), ours)  # not faust's aiokafka driver
 
 
-def test_the_partition_fetch_size_is_lowered_never_raised() -> None:
-    from types import SimpleNamespace
+def test_the_join_asks_four_partitions_worth_per_fetch_response() -> None:
+    from streamjoin.faust.join.intake import FETCH_PARTITION_BYTES, FETCH_RESPONSE_BYTES
 
-    from streamjoin.faust.kafka.consumer import shorten_partition_fetch
-
-    fetcher = SimpleNamespace(_max_partition_fetch_bytes=1024**2)
-    consumer = SimpleNamespace(_thread=SimpleNamespace(_consumer=SimpleNamespace(_fetcher=fetcher)))
-    assert shorten_partition_fetch(consumer, 256 * 1024)
-    assert fetcher._max_partition_fetch_bytes == 256 * 1024
-    # an app that asked for less keeps it
-    assert not shorten_partition_fetch(consumer, 512 * 1024)
-    assert fetcher._max_partition_fetch_bytes == 256 * 1024
-    assert not shorten_partition_fetch(SimpleNamespace(), 256 * 1024)
-
-
-def test_the_fetch_response_size_is_lowered_never_raised() -> None:
-    from types import SimpleNamespace
-
-    from streamjoin.faust.join.intake import FETCH_RESPONSE_BYTES
-    from streamjoin.faust.kafka.consumer import shorten_fetch_response
-
-    fetcher = SimpleNamespace(_fetch_max_bytes=50 * 1024**2)
-    consumer = SimpleNamespace(_thread=SimpleNamespace(_consumer=SimpleNamespace(_fetcher=fetcher)))
-    assert shorten_fetch_response(consumer, FETCH_RESPONSE_BYTES)
-    assert fetcher._fetch_max_bytes == FETCH_RESPONSE_BYTES == 1024**2
-    assert not shorten_fetch_response(consumer, 2 * 1024**2)
-    assert fetcher._fetch_max_bytes == 1024**2
-    assert not shorten_fetch_response(SimpleNamespace(), 1024**2)
+    assert FETCH_RESPONSE_BYTES == 4 * FETCH_PARTITION_BYTES == 1024**2
 
 
 def test_the_intake_acks_a_side_by_its_topic() -> None:
