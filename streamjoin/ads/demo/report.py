@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from streamjoin.ads.demo.scrape import ScrapeRecord, lag_section
+from streamjoin.ads.demo.state import GENERATOR_DONE
 from streamjoin.ads.demo.stops import (
     AROUND,
     RebalanceOutcome,
@@ -295,11 +296,11 @@ def _rebalance_table(outcomes: Sequence[RebalanceOutcome], away: Sequence[Interv
         "old owner's last step seen to its new owner's first). Times are the workers' own, "
         "to the millisecond; the pages are read once a second, so a killed worker's last "
         "second is not seen (its tasks' handovers may start up to that much early).</p>\n"
-        "<p><em>Ran through</em>: of the kept tasks whose worker's rebalance could be "
-        "seen, how many processed records while their worker was rebalancing (from its "
-        "first JoinGroup to the assignment it got; in brackets the longest such span). "
-        "An eager rebalance revokes every task first: there none would. A stop alone "
-        "does not tell a paused task from a busy machine; this does.</p>\n"
+        "<p><em>Ran through</em>: of the kept tasks whose worker's rebalance could be seen, how "
+        "many processed records while their worker was rebalancing (from its first JoinGroup to "
+        "the assignment it got; in brackets the longest such span). An eager rebalance revokes "
+        "every task first: there none would. A stop alone does not tell a paused task from a busy "
+        "machine; this does. Spans begun once the generator was done are not counted.</p>\n"
     )
     if away:
         worst = max(away, key=lambda s: s.end - s.start)
@@ -350,7 +351,7 @@ def write_report(
     rows = campaign_totals(report)
     if rows:
         _campaign_chart(rows, report / "campaigns.png")
-    outcomes = rebalance_outcomes(samples, events, wall_start)
+    outcomes = rebalance_outcomes(samples, events, wall_start, input_done=GENERATOR_DONE)
     summary = [outcome.as_dict() for outcome in outcomes]
     (report / "rebalances.json").write_text(json.dumps(summary, indent=1))
     _timeline_chart(samples, events, end, report / "tasks.png", (wall_start, outcomes))

@@ -32,7 +32,7 @@ from streamjoin.ads.demo.options import DemoOptions
 from streamjoin.ads.demo.processes import DemoProcesses
 from streamjoin.ads.demo.scrape import MetricsScraper, metrics_url
 from streamjoin.ads.demo.settle import settle
-from streamjoin.ads.demo.state import DemoState, Worker, say
+from streamjoin.ads.demo.state import GENERATOR_DONE, DemoState, Worker, say
 from streamjoin.ads.demo.watch import live_view, sample_workers
 from streamjoin.errors import ConfigurationError
 
@@ -85,7 +85,7 @@ class _Demo:
         try:
             self._start()
             self._generate()
-            self.state.events.append((self.state.now(), "generator done"))
+            self.state.events.append((self.state.now(), GENERATOR_DONE))
             say(f"[{self.state.now():6.1f}s] generator done; waiting for the join and archive")
             settle(
                 self.out / "events.jsonl",

@@ -16,7 +16,10 @@ from typing import Any, TextIO
 from streamjoin.ads.demo.timeline import Sample
 from streamjoin.dev.process import WorkerProcess
 
-__all__ = ["DemoState", "Worker", "say"]
+#: the event the run records when the generator is done (its input ends)
+GENERATOR_DONE = "generator done"
+
+__all__ = ["GENERATOR_DONE", "DemoState", "Worker", "say"]
 
 
 @dataclass

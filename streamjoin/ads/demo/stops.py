@@ -22,7 +22,9 @@ processed records while its worker was rebalancing (from the worker's first
 JoinGroup to the assignment it got, as its assignment page lists them). An
 eager rebalance revokes every task first, so there a task processes nothing
 in that span. Spans of :data:`~streamjoin.join.activity.STOP_SECONDS` or
-less tell nothing (a gap that short is not a stop) and are not counted.
+less tell nothing (a gap that short is not a stop) and are not counted, nor
+do spans that begin after the input ended (the generator is done): a kept
+task may have nothing left to process then, cooperative or not.
 """
 
 from __future__ import annotations
@@ -223,11 +225,16 @@ def rebalance_outcomes(
     events: Sequence[tuple[float, str]],
     wall_start: float,
     around: float = AROUND,
+    input_done: str | None = None,
 ) -> list[RebalanceOutcome]:
     """What every rebalance did to the tasks (see the module's docstring);
     *events*: the run's ``(time, label)``; *wall_start*: ``time.time()`` when
-    the demo started. A rebalance of which nothing is known (no task's pace
-    shown around it, e.g. before the generator started) is left out."""
+    the demo started; *input_done*: the label of the event that says the
+    generator was done (``None``, or no such event: the input never ended).
+    A rebalance of which nothing is known (no task's pace shown around it,
+    e.g. before the generator started) is left out."""
+    ended = next((t for t, label in events if label == input_done), None)
+    until = None if ended is None else wall_start + ended
     stops = _pair_stops(samples)
     rounds = _rounds(samples)
     clusters: list[list[int]] = []
@@ -243,7 +250,9 @@ def rebalance_outcomes(
         last = rounds[cluster[-1]]
         generations = [g for n in cluster if (g := rounds[n].generation) is not None]
         cause = max((e for e in events if e[0] <= last.t), default=None, key=lambda e: e[0])
-        outcome = _outcome(samples, stops, rounds[cluster[0] - 1], last, wall_start, around)
+        outcome = _outcome(
+            samples, stops, rounds[cluster[0] - 1], last, (wall_start, until), around
+        )
         outcome = replace(
             outcome,
             cause=None if cause is None else cause[1],
@@ -259,11 +268,13 @@ def _outcome(
     stops: _Stops,
     before: _Round,
     last: _Round,
-    wall_start: float,
+    wall: tuple[float, float | None],
     around: float,
 ) -> RebalanceOutcome:
     """Kept and moved tasks from round *before* to round *last* (no cause, no
-    generations yet)."""
+    generations yet); *wall*: when the demo started and when its input ended
+    (``time.time()``; ``None``: not within the run)."""
+    wall_start, until = wall
     moved = {
         task: _handover(samples, task, before.seen[task], (owner, last.t), wall_start)
         for task, owner in sorted(last.owners.items())
@@ -289,18 +300,39 @@ def _outcome(
         owner: _rebalancing(samples, owner, window, wall_start)
         for owner in sorted({last.owners[task] for task in kept})
     }
+    through, lengths = _ran_through(samples, stops, kept, last.owners, rebalancing, until)
+    longest = max(lengths, default=None)
+    return RebalanceOutcome(
+        began, last.t, window, None, None, kept, tuple(unseen), moved, through, longest
+    )
+
+
+def _ran_through(
+    samples: Sequence[Sample],
+    stops: _Stops,
+    kept: Iterable[int],
+    owners: Mapping[int, str],
+    rebalancing: Mapping[str, list[tuple[float, float]]],
+    until: float | None,
+) -> tuple[dict[int, bool], list[float]]:
+    """Per kept task, whether it processed records in every counted span in which
+    its worker was rebalancing (tasks with no such span left out), and the
+    lengths of those spans."""
     through: dict[int, bool] = {}
     lengths: list[float] = []
     for task in kept:
-        owner = last.owners[task]
+        owner = owners[task]
         steps = _processing(samples, task, owner, lambda _: True)
         # the spans in which the task was running on its worker (steps before
-        # and after): not one in which it was added there, nor one that ended
-        # after the last page read
+        # and after) with input still coming: not one in which it was added
+        # there, nor one that ended after the last page read, nor one that
+        # began after the generator was done
         spans = [
             (a, b)
             for a, b in rebalancing[owner]
-            if min(s for s, _ in steps) <= a and max(e for _, e in steps) >= b
+            if min(s for s, _ in steps) <= a
+            and max(e for _, e in steps) >= b
+            and (until is None or a < until)
         ]
         if spans:
             through[task] = not any(
@@ -309,10 +341,7 @@ def _outcome(
                 for start, end in stops.get((task, owner), ())
             )
             lengths += [b - a for a, b in spans]
-    longest = max(lengths, default=None)
-    return RebalanceOutcome(
-        began, last.t, window, None, None, kept, tuple(unseen), moved, through, longest
-    )
+    return through, lengths
 
 
 def _rebalancing(

@@ -12,6 +12,7 @@ import pytest
 
 from streamjoin.ads.demo.stops import (
     Handover,
+    RebalanceOutcome,
     rebalance_outcomes,
     stop_intervals,
     stops_away,
@@ -134,6 +135,27 @@ def test_a_kept_task_ran_through_when_it_processed_while_its_worker_rebalanced()
     # without spans on the pages nothing is said
     (outcome,) = rebalance_outcomes(MOVE, [], WALL)
     assert outcome.through == {} and outcome.rebalancing is None
+
+
+def test_a_span_that_began_after_the_generator_was_done_is_not_counted() -> None:
+    """Task 2's stop covers w2's span (10.2-10.8 s): paused, while input came;
+    a span that began once the generator was done tells nothing (a task may
+    have had nothing left to process) (in make test on 2026-11-29 a
+    kept task's 10-s stop after the generator ended failed the demo's check)."""
+    spans = {"w1": [(10.2, 10.9)], "w2": [(10.2, 10.8)]}
+    samples = _rebalancing(MOVE, spans)
+
+    def outcome_if_done_at(t: float) -> RebalanceOutcome:
+        (outcome,) = rebalance_outcomes(samples, [(t, "done")], WALL, input_done="done")
+        return outcome
+
+    assert outcome_if_done_at(10.3).through == {0: True, 2: False}
+    assert outcome_if_done_at(10.0).through == {}
+    assert outcome_if_done_at(10.0).rebalancing is None
+    assert outcome_if_done_at(10.2).through == {}
+    # no such event: the input never ended
+    (outcome,) = rebalance_outcomes(samples, [(10.0, "w4 started")], WALL, input_done="done")
+    assert outcome.through == {0: True, 2: False}
 
 
 def test_a_rebalance_that_moves_no_task_keeps_them_all_running() -> None:
